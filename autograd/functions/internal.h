@@ -1,0 +1,22 @@
+// Helpers shared by the op implementations in autograd/functions/ (not user API).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace loom {
+
+// A tensor over t's storage with other sizes/strides/offset; no autograd history.
+Tensor alias_with(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
+// t viewed with `shape` by broadcasting (stride 0 on expanded dims); no history.
+// Throws ShapeError naming `op` if t cannot broadcast to shape.
+Tensor broadcast_to_shape(const Tensor& t, const Shape& shape, const char* op);
+// Throws DeviceError naming `op` unless all defined tensors share a device.
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+// The tensor's dims as a sorted, wrapped, de-duplicated list; empty `dims` means all.
+Dims reduction_dims(const Tensor& t, const Dims& dims, const char* op);
+// The shape t has after reducing `dims` (sorted, wrapped).
+Shape reduced_shape(const Shape& shape, const Dims& dims, bool keepdim);
+// Undoes keepdim=false: re-inserts size-1 dims at `dims` so g broadcasts against the input.
+Tensor unsqueeze_dims(const Tensor& g, const Dims& dims, bool keepdim);
+
+}  // namespace loom

@@ -1,0 +1,194 @@
+// Elementwise unary ops and their backward formulas; fill_, zero_, clamp.
+#include <limits>
+
+#include "autograd/function.h"
+#include "autograd/functions/internal.h"
+#include "core/factories.h"
+#include "core/ops.h"
+#include "kernels/functors.h"
+#include "kernels/kernels.h"
+
+namespace loom {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+namespace {
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Log1p: return "log1p";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Rsqrt: return "rsqrt";
+    case UnaryOp::Sin: return "sin";
+    case UnaryOp::Cos: return "cos";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Gelu: return "gelu";
+    case UnaryOp::GeluTanh: return "gelu";
+    case UnaryOp::Silu: return "silu";
+    case UnaryOp::Sign: return "sign";
+    case UnaryOp::LogicalNot: return "logical_not";
+    case UnaryOp::Clamp: return "clamp";
+    case UnaryOp::PowScalar: return "pow";
+    case UnaryOp::AddScalar: return "add";
+    case UnaryOp::MulScalar: return "mul";
+  }
+  return "unary";
+}
+
+const char* backward_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return "NegBackward";
+    case UnaryOp::Abs: return "AbsBackward";
+    case UnaryOp::Exp: return "ExpBackward";
+    case UnaryOp::Log: return "LogBackward";
+    case UnaryOp::Log1p: return "Log1pBackward";
+    case UnaryOp::Sqrt: return "SqrtBackward";
+    case UnaryOp::Rsqrt: return "RsqrtBackward";
+    case UnaryOp::Sin: return "SinBackward";
+    case UnaryOp::Cos: return "CosBackward";
+    case UnaryOp::Tanh: return "TanhBackward";
+    case UnaryOp::Sigmoid: return "SigmoidBackward";
+    case UnaryOp::Relu: return "ReluBackward";
+    case UnaryOp::Gelu:
+    case UnaryOp::GeluTanh: return "GeluBackward";
+    case UnaryOp::Silu: return "SiluBackward";
+    case UnaryOp::Clamp: return "ClampBackward";
+    case UnaryOp::PowScalar: return "PowBackward";
+    default: return "UnaryBackward";
+  }
+}
+
+// out = grad op b through a fused binary kernel (TanhBackward etc.).
+Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& b) {
+  Tensor out = empty(g.sizes(), g.options());
+  kernels::binary(op, out, g, broadcast_to_shape(b, g.sizes(), "backward"));
+  return out;
+}
+
+std::vector<Tensor> unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
+                                   double arg0, double arg1) {
+  switch (op) {
+    case UnaryOp::Neg: return {-g};
+    case UnaryOp::Abs: return {g * x.sign()};
+    case UnaryOp::Exp: return {g * y};
+    case UnaryOp::Log: return {g / x};
+    case UnaryOp::Log1p: return {g / (x + 1.0)};
+    case UnaryOp::Sqrt: return {g / (y * 2.0)};
+    case UnaryOp::Rsqrt: return {g * y * y * y * (-0.5)};
+    case UnaryOp::Sin: return {g * x.cos()};
+    case UnaryOp::Cos: return {-(g * x.sin())};
+    case UnaryOp::Tanh: return {fused_backward(BinaryOp::TanhBackward, g, y)};
+    case UnaryOp::Sigmoid: return {fused_backward(BinaryOp::SigmoidBackward, g, y)};
+    case UnaryOp::Relu: return {fused_backward(BinaryOp::ReluBackward, g, y)};
+    case UnaryOp::Gelu: return {fused_backward(BinaryOp::GeluBackward, g, x)};
+    case UnaryOp::GeluTanh: return {fused_backward(BinaryOp::GeluTanhBackward, g, x)};
+    case UnaryOp::Silu: return {fused_backward(BinaryOp::SiluBackward, g, x)};
+    case UnaryOp::Clamp: return {where((x >= arg0) * (x <= arg1), g, zeros({}, g.options()))};
+    case UnaryOp::PowScalar:
+      return {arg0 == 0 ? zeros_like(g) : g * x.pow(arg0 - 1) * arg0};
+    case UnaryOp::AddScalar: return {g};
+    case UnaryOp::MulScalar: return {g * arg0};
+    default: return {Tensor()};
+  }
+}
+
+bool saves_output(UnaryOp op) {
+  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
+         op == UnaryOp::Sigmoid || op == UnaryOp::Relu;
+}
+
+bool differentiable(UnaryOp op) { return op != UnaryOp::Sign && op != UnaryOp::LogicalNot; }
+
+Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0) {
+  const char* name = unary_name(op);
+  LOOM_CHECK(x_in.defined(), ValueError, name, ": called on an undefined tensor");
+  Tensor x = x_in;
+  if (kernels::unary_needs_float(op) && !x.is_floating_point()) x = x.to(kFloat32);  // as PyTorch
+  LOOM_CHECK(!(x.dtype() == kBool && (op == UnaryOp::Neg || op == UnaryOp::PowScalar)), DTypeError,
+             name, ": not supported for bool tensors");
+  Tensor out = empty(x.sizes(), op == UnaryOp::LogicalNot ? x.options().dtype(kBool) : x.options());
+  kernels::unary(op, out, x, arg0, arg1);
+  if (differentiable(op) && needs_grad(x)) {
+    record(backward_name(op), {x}, {out}, {saves_output(op) ? Tensor() : x, saves_output(op) ? out.detach() : Tensor()},
+           [op, arg0, arg1](BackwardContext& ctx) {
+             return unary_backward(op, ctx.grad(), ctx.saved[0], ctx.saved[1], arg0, arg1);
+           });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor Tensor::neg() const { return unary_op(UnaryOp::Neg, *this); }
+Tensor Tensor::abs() const { return unary_op(UnaryOp::Abs, *this); }
+Tensor Tensor::exp() const { return unary_op(UnaryOp::Exp, *this); }
+Tensor Tensor::log() const { return unary_op(UnaryOp::Log, *this); }
+Tensor Tensor::log1p() const { return unary_op(UnaryOp::Log1p, *this); }
+Tensor Tensor::sqrt() const { return unary_op(UnaryOp::Sqrt, *this); }
+Tensor Tensor::rsqrt() const { return unary_op(UnaryOp::Rsqrt, *this); }
+Tensor Tensor::sin() const { return unary_op(UnaryOp::Sin, *this); }
+Tensor Tensor::cos() const { return unary_op(UnaryOp::Cos, *this); }
+Tensor Tensor::tanh() const { return unary_op(UnaryOp::Tanh, *this); }
+Tensor Tensor::sigmoid() const { return unary_op(UnaryOp::Sigmoid, *this); }
+Tensor Tensor::relu() const { return unary_op(UnaryOp::Relu, *this); }
+Tensor Tensor::gelu(bool tanh_approximation) const {
+  return unary_op(tanh_approximation ? UnaryOp::GeluTanh : UnaryOp::Gelu, *this);
+}
+Tensor Tensor::silu() const { return unary_op(UnaryOp::Silu, *this); }
+Tensor Tensor::sign() const { return unary_op(UnaryOp::Sign, *this); }
+Tensor Tensor::logical_not() const { return unary_op(UnaryOp::LogicalNot, *this); }
+Tensor Tensor::pow(Scalar exponent) const {
+  if (!exponent.is_integral() && !is_floating_point()) return to(kFloat32).pow(exponent);
+  LOOM_CHECK(is_floating_point() || exponent.to_int() >= 0, ValueError,
+             "pow: integer tensors cannot be raised to the negative power ", exponent.to_int());
+  return unary_op(UnaryOp::PowScalar, *this, exponent.to_double());
+}
+
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  LOOM_CHECK(min || max, ValueError, "clamp: at least one of min and max must be given");
+  const double lo = min ? min->to_double() : -std::numeric_limits<double>::infinity();
+  const double hi = max ? max->to_double() : std::numeric_limits<double>::infinity();
+  LOOM_CHECK(!(min && max) || lo <= hi, ValueError, "clamp: min ", lo, " is greater than max ", hi);
+  if (!is_floating_point()) {  // integer bounds saturate at the type's range
+    const double tmin = dtype() == kInt32 ? double(std::numeric_limits<int32_t>::min()) : -9.2e18;
+    const double tmax = dtype() == kInt32 ? double(std::numeric_limits<int32_t>::max()) : 9.2e18;
+    return unary_op(UnaryOp::Clamp, *this, std::max(lo, tmin), std::min(hi, tmax));
+  }
+  return unary_op(UnaryOp::Clamp, *this, lo, hi);
+}
+
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
+  Tensor result = clamp(min, max);
+  check_inplace(*this, "clamp_");
+  {
+    NoGradGuard no_grad;
+    kernels::copy(*this, result);
+  }
+  bump_version();
+  if (result.grad_fn()) rebase_history(*this, result.grad_fn(), "clamp_");
+  return *this;
+}
+
+Tensor& Tensor::fill_(Scalar value) {
+  check_inplace(*this, "fill_");
+  kernels::fill(*this, value);
+  bump_version();
+  if (requires_grad() && GradMode::is_enabled()) {
+    auto node = record("FillBackward", {*this}, {}, {}, [](BackwardContext& ctx) {
+      return std::vector<Tensor>{zeros_like(ctx.grad())};
+    });
+    rebase_history(*this, node, "fill_");
+  }
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0); }
+
+}  // namespace loom

@@ -1,0 +1,180 @@
+#include "core/factories.h"
+
+#include <cmath>
+
+#include "kernels/kernels.h"
+
+namespace loom {
+namespace {
+
+void check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    LOOM_CHECK(s >= 0, ShapeError, op, ": negative dimension in shape ", shape_str(shape));
+}
+
+Tensor finish(Tensor t, const TensorOptions& options) {
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  check_shape(shape, "empty");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = options.dtype_;
+  impl->device = options.device_;
+  impl->storage = make_storage(size_t(impl->numel() * element_size(options.dtype_)), options.device_);
+  return finish(Tensor(std::move(impl)), options);
+}
+
+Tensor full(const Shape& shape, Scalar value, TensorOptions options) {
+  Tensor t = empty(shape, options.requires_grad(false));
+  kernels::fill(t, value);
+  return finish(t, options);
+}
+
+Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
+Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1, options); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.options()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.options()); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.options()); }
+Tensor scalar_tensor(Scalar value, TensorOptions options) { return full({}, value, options); }
+
+Tensor arange(Scalar end, TensorOptions options) { return arange(0, end, 1, options); }
+
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
+  const double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  LOOM_CHECK(st != 0, ValueError, "arange: step must be non-zero");
+  LOOM_CHECK((e - s) * st >= 0, ValueError, "arange: range [", s, ", ", e,
+             ") is empty or inconsistent with step ", st);
+  if (!start.is_integral() || !end.is_integral() || !step.is_integral()) {
+    if (options.dtype_ == kInt64) options = options.dtype(kFloat32);
+  }
+  const int64_t n = int64_t(std::ceil((e - s) / st));
+  Tensor host = empty({n}, TensorOptions(options.dtype_));
+  dispatch_numeric(options.dtype_, "arange", [&]<typename T>() {
+    T* p = host.data_ptr<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_integral_v<T>) p[i] = T(start.to_int() + i * step.to_int());
+      else p[i] = T(s + double(i) * st);
+    }
+  });
+  return finish(host.to(options.device_), options);
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
+  LOOM_CHECK(steps >= 0, ValueError, "linspace: steps must be non-negative, got ", steps);
+  Tensor host = empty({steps}, TensorOptions(options.dtype_));
+  const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
+  dispatch_numeric(options.dtype_, "linspace", [&]<typename T>() {
+    T* p = host.data_ptr<T>();
+    // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
+    for (int64_t i = 0; i < steps; ++i)
+      p[i] = T(i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i));
+  });
+  return finish(host.to(options.device_), options);
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
+  check_shape(shape, "from_vector");
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  LOOM_CHECK(n == int64_t(values.size()), ShapeError, "from_vector: ", values.size(),
+             " values cannot fill shape ", shape_str(shape), " (", n, " elements)");
+  Tensor host = empty(shape, TensorOptions(dtype_of<T>));
+  std::copy(values.begin(), values.end(), host.data_ptr<T>());
+  Tensor t = host;
+  if (options.dtype_ != dtype_of<T>) t = t.to(options.dtype_);
+  if (options.device_ != kCPU) t = t.to(options.device_);
+  return finish(t, options);
+}
+
+#define LOOM_INSTANTIATE_FROM_VECTOR(T) \
+  template Tensor from_vector<T>(const std::vector<T>&, const Shape&, TensorOptions);
+LOOM_INSTANTIATE_FROM_VECTOR(float)
+LOOM_INSTANTIATE_FROM_VECTOR(double)
+LOOM_INSTANTIATE_FROM_VECTOR(Half)
+LOOM_INSTANTIATE_FROM_VECTOR(BFloat16)
+LOOM_INSTANTIATE_FROM_VECTOR(int64_t)
+LOOM_INSTANTIATE_FROM_VECTOR(int32_t)
+LOOM_INSTANTIATE_FROM_VECTOR(bool)
+#undef LOOM_INSTANTIATE_FROM_VECTOR
+
+// ---- random ---------------------------------------------------------------------------
+
+namespace {
+// Philox blocks reserved for n elements: two words each, four words a block.
+uint64_t blocks_for(int64_t n) { return uint64_t((2 * n + 3) / 4); }
+}  // namespace
+
+Tensor& Tensor::uniform_(double low, double high) {
+  LOOM_CHECK(low <= high, ValueError, "uniform_: low ", low, " > high ", high);
+  LOOM_CHECK(is_floating_point(), DTypeError, "uniform_: expected a floating-point tensor, got ",
+             dtype_name(dtype()));
+  Generator& g = default_generator();
+  kernels::uniform(*this, low, high, g.seed(), g.reserve(blocks_for(numel())));
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::normal_(double mean, double std) {
+  LOOM_CHECK(std >= 0, ValueError, "normal_: std must be non-negative, got ", std);
+  LOOM_CHECK(is_floating_point(), DTypeError, "normal_: expected a floating-point tensor, got ",
+             dtype_name(dtype()));
+  Generator& g = default_generator();
+  kernels::normal(*this, mean, std, g.seed(), g.reserve(blocks_for(numel())));
+  bump_version();
+  return *this;
+}
+
+Tensor rand(const Shape& shape, TensorOptions options) {
+  Tensor t = empty(shape, options.requires_grad(false));
+  t.uniform_(0.0, 1.0);
+  return finish(t, options);
+}
+
+Tensor randn(const Shape& shape, TensorOptions options) {
+  Tensor t = empty(shape, options.requires_grad(false));
+  t.normal_(0.0, 1.0);
+  return finish(t, options);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
+  LOOM_CHECK(low < high, ValueError, "randint: expected low < high, got [", low, ", ", high, ")");
+  Tensor t = empty(shape, options);
+  Generator& g = default_generator();
+  kernels::randint(t, low, high, g.seed(), g.reserve(blocks_for(t.numel())));
+  return t;
+}
+
+Tensor bernoulli(const Tensor& p) {
+  LOOM_CHECK(p.is_floating_point(), DTypeError, "bernoulli: expected floating-point probabilities, got ",
+             dtype_name(p.dtype()));
+  Tensor t = empty(p.sizes(), p.options());
+  Generator& g = default_generator();
+  kernels::bernoulli(t, p, g.seed(), g.reserve(blocks_for(t.numel())));
+  return t;
+}
+
+Tensor bernoulli(const Shape& shape, double p, TensorOptions options) {
+  LOOM_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli: p must be in [0, 1], got ", p);
+  return bernoulli(full(shape, p, options.requires_grad(false)));
+}
+
+Tensor randperm(int64_t n, TensorOptions options) {
+  LOOM_CHECK(n >= 0, ValueError, "randperm: n must be non-negative, got ", n);
+  // Sort random keys: a permutation determined by the generator's counters alone.
+  Tensor keys = rand({n}, kFloat64);
+  std::vector<double> k = keys.to_vector<double>();
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return k[size_t(a)] < k[size_t(b)]; });
+  return from_vector(idx, {n}, options);
+}
+
+}  // namespace loom

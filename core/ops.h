@@ -1,0 +1,29 @@
+// Free-function forms of the operators (as torch.xxx), and the ops that take several
+// tensors. Each is differentiable where PyTorch's is.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom {
+
+Tensor matmul(const Tensor& a, const Tensor& b);  // 1-D, 2-D and batched with broadcasting
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// weight (num_embeddings, dim), indices (...) of int64/int32 -> (..., dim).
+// Rows at padding_idx (if >= 0) get no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64 output
+// Result shape of broadcasting a and b together; throws ShapeError naming `op`.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// Elementwise closeness, |a - b| <= atol + rtol * |b|, for tests and user code.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+
+}  // namespace loom

@@ -1,0 +1,23 @@
+// Intra-op parallelism on the CPU: parallel_for splits [begin, end) over the worker
+// threads (OpenMP) when the range is large enough to pay for it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace loom {
+
+// Threads used by CPU kernels and Eigen's GEMM. Defaults to the hardware's cores.
+void set_num_threads(int n);
+int get_num_threads();
+
+// Below this many elements a loop runs on the calling thread.
+constexpr int64_t kParallelGrain = 32768;
+
+// Calls fn(chunk_begin, chunk_end) over disjoint chunks covering [begin, end).
+// Runs serially when (end - begin) < grain, when only one thread is set, or when called
+// from inside another parallel region.
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace loom

@@ -1,0 +1,146 @@
+// Tensor metadata and host access to elements.
+#include "core/tensor.h"
+
+#include <algorithm>
+
+#include "core/factories.h"
+
+namespace loom {
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size());
+  int64_t s = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ",";
+  return s + ")";
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);  // a 0-dim tensor accepts dim 0 and -1
+  LOOM_CHECK(dim >= -n && dim < n, IndexError, op, ": dimension ", dim,
+             " is out of range for a tensor of ", ndim, " dims (expected [", -n, ", ", n - 1, "])");
+  return dim < 0 ? dim + n : dim;
+}
+
+#define LOOM_CHECK_DEFINED(what) \
+  LOOM_CHECK(impl_ != nullptr, ValueError, what, ": called on an undefined tensor")
+
+const Shape& Tensor::sizes() const {
+  LOOM_CHECK_DEFINED("sizes");
+  return impl_->sizes;
+}
+int64_t Tensor::size(int64_t dim) const {
+  LOOM_CHECK_DEFINED("size");
+  return impl_->sizes[size_t(wrap_dim(dim, this->dim(), "size"))];
+}
+const Shape& Tensor::strides() const {
+  LOOM_CHECK_DEFINED("strides");
+  return impl_->strides;
+}
+int64_t Tensor::stride(int64_t dim) const {
+  LOOM_CHECK_DEFINED("stride");
+  return impl_->strides[size_t(wrap_dim(dim, this->dim(), "stride"))];
+}
+int64_t Tensor::dim() const {
+  LOOM_CHECK_DEFINED("dim");
+  return int64_t(impl_->sizes.size());
+}
+int64_t Tensor::numel() const {
+  LOOM_CHECK_DEFINED("numel");
+  return impl_->numel();
+}
+DType Tensor::dtype() const {
+  LOOM_CHECK_DEFINED("dtype");
+  return impl_->dtype;
+}
+Device Tensor::device() const {
+  LOOM_CHECK_DEFINED("device");
+  return impl_->device;
+}
+int64_t Tensor::storage_offset() const {
+  LOOM_CHECK_DEFINED("storage_offset");
+  return impl_->offset;
+}
+uint64_t Tensor::version() const {
+  LOOM_CHECK_DEFINED("version");
+  return impl_->version->value.load();
+}
+void Tensor::bump_version() const {
+  LOOM_CHECK_DEFINED("bump_version");
+  impl_->version->value.fetch_add(1);
+}
+
+bool Tensor::is_contiguous() const {
+  LOOM_CHECK_DEFINED("is_contiguous");
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (impl_->sizes[d] == 1) continue;
+    if (impl_->strides[d] != expected) return false;
+    expected *= impl_->sizes[d];
+  }
+  return true;
+}
+
+void* Tensor::data() const {
+  LOOM_CHECK_DEFINED("data");
+  if (!impl_->storage || !impl_->storage->data()) return nullptr;
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
+}
+
+void Tensor::check_dtype_for_access(DType requested, const char* what) const {
+  LOOM_CHECK(requested == dtype(), DTypeError, what, ": requested ", dtype_name(requested),
+             " from a tensor of dtype ", dtype_name(dtype()));
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor host = to(kCPU).contiguous();
+  std::vector<T> out(size_t(host.numel()));
+  dispatch_all(host.dtype(), "to_vector", [&]<typename S>() {
+    const S* p = static_cast<const S*>(host.data());
+    for (size_t i = 0; i < out.size(); ++i) {
+      if constexpr (std::is_same_v<T, bool>) out[i] = float(opmath_t<S>(p[i])) != 0.0f;
+      else out[i] = T(opmath_t<S>(p[i]));
+    }
+  });
+  return out;
+}
+
+template <typename T>
+T Tensor::item() const {
+  LOOM_CHECK(numel() == 1, ValueError, "item: a tensor with ", numel(),
+             " elements cannot be converted to a scalar; shape ", shape_str(sizes()));
+  return to_vector<T>()[0];
+}
+
+Scalar Tensor::item() const {
+  if (is_floating_point()) return Scalar(item<double>());
+  if (dtype() == kBool) return Scalar(item<bool>());
+  return Scalar(item<int64_t>());
+}
+
+#define LOOM_INSTANTIATE_ACCESS(T)                     \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+LOOM_INSTANTIATE_ACCESS(float)
+LOOM_INSTANTIATE_ACCESS(double)
+LOOM_INSTANTIATE_ACCESS(Half)
+LOOM_INSTANTIATE_ACCESS(BFloat16)
+LOOM_INSTANTIATE_ACCESS(int64_t)
+LOOM_INSTANTIATE_ACCESS(int32_t)
+LOOM_INSTANTIATE_ACCESS(bool)
+#undef LOOM_INSTANTIATE_ACCESS
+
+}  // namespace loom

@@ -1,0 +1,108 @@
+// The compute layer: functions that fill output tensors from input tensors, with no
+// autograd. Each entry point checks the device and calls the CPU implementation
+// (kernels/cpu/) or the CUDA one (kernels/cuda/, when built with CUDA).
+//
+// Conventions, shared by every kernel:
+// - Outputs are allocated by the caller (autograd/functions/) with the right shape and
+//   dtype; kernels write every element of them and may assume they do not overlap inputs
+//   unless stated ("may alias").
+// - Inputs of elementwise kernels already have the output's shape (broadcast dims have
+//   stride 0) and the compute dtype; arbitrary strides are allowed everywhere.
+// - Dims are already wrapped to [0, ndim).
+#pragma once
+
+#include <cstdint>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace loom::kernels {
+
+enum class UnaryOp {
+  Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh,
+  Silu, Sign, LogicalNot,
+  Clamp,      // arg0 = min (or -inf), arg1 = max (or +inf)
+  PowScalar,  // x ^ arg0
+  AddScalar,  // x + arg0
+  MulScalar,  // x * arg0
+};
+
+enum class BinaryOp {
+  Add,  // a + alpha * b
+  Sub,  // a - alpha * b
+  Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // output bool
+  // Fused backward formulas: a = incoming gradient, b = the saved tensor named.
+  TanhBackward,     // b = tanh output: a * (1 - b^2)
+  SigmoidBackward,  // b = sigmoid output: a * b * (1 - b)
+  ReluBackward,     // b = relu input or output: b > 0 ? a : 0
+  GeluBackward,     // b = gelu input (erf form)
+  GeluTanhBackward, // b = gelu input (tanh form)
+  SiluBackward,     // b = silu input
+};
+
+constexpr bool is_comparison(BinaryOp op) {
+  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
+         op == BinaryOp::Gt || op == BinaryOp::Ge;
+}
+
+// out = op(in). out and in have the same shape and dtype, except LogicalNot (bool out).
+// May alias (out == in for in-place).
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0 = 0, double arg1 = 0);
+// out = op(a, b). a and b have out's shape and one dtype; out has it too (bool for
+// comparisons). May alias a (in-place forms).
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1);
+// out = cond ? a : b; cond is bool; a, b, out one dtype, all of out's shape.
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+// dst = src, converting dtype; src has dst's shape (may be broadcast). Same device.
+void copy(const Tensor& dst, const Tensor& src);
+// Copy between devices (the shapes equal, both contiguous, one dtype).
+void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking);
+void fill(const Tensor& dst, Scalar value);
+
+// Random fills. Element i uses Philox counter (offset + i / 4), word i % 4 (Note [random
+// numbers]); the caller reserves the counters.
+void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset);
+void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset);
+// dst[i] = uniform_i < p[i] ? 1 : 0; p has dst's shape.
+void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offset);
+void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
+
+enum class ReduceOp { Sum, Mean, Max, Min, Prod };
+// out has in's shape with `dims` removed (keepdim is the caller's view business).
+// Sum/Mean/Prod accumulate in opmath (float for 16-bit floats). Empty dims is not allowed.
+void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims);
+// Values and int64 indices of the max (or min) along dim; out shapes = in without dim.
+// Ties give the first index; NaN propagates (a NaN wins).
+void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in,
+                int64_t dim);
+// Sum of (x - mean)^2 along dims, divided by (count - correction). out as in reduce.
+void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction);
+void cumsum(const Tensor& out, const Tensor& in, int64_t dim);
+
+// Softmax or log-softmax along dim; out has in's shape.
+void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log);
+// grad_in from grad_out and the forward output y:
+//   softmax:     gx = y * (g - sum(g * y))      log_softmax: gx = g - exp(y) * sum(g)
+void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y,
+                      int64_t dim, bool log);
+
+// Batched GEMM: out (B, M, N) = a (B, M, K) @ b (B, K, N), any strides, one float dtype.
+// beta = 0 overwrites out; beta = 1 accumulates.
+void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta = 0);
+
+// out = in.index_select(dim, index): out.size(dim) = index.numel().
+void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+// out.index_add_(dim, index, src): out[..., index[i], ...] += src[..., i, ...].
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// out[i][j][k] = in[i][index[i][j][k]][k] (dim = 1); out has index's shape.
+void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+// out[i][index[i][j][k]][k] += src[i][j][k] (dim = 1), over index's shape.
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// Keeps elements with col - row <= k (lower) or >= k (upper) of the last two dims.
+void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower);
+
+// Throws IndexError naming `op` if any index is outside [0, size) (negatives included).
+void check_indices(const Tensor& index, int64_t size, const char* op);
+
+}  // namespace loom::kernels

@@ -1,0 +1,3 @@
+// The test runner's main (Catch2).
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
