@@ -56,7 +56,7 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
   Shape out(new_sizes.size());
-  if (numel == 0) return contiguous_strides(new_sizes);
+  if (numel == 0 || sizes.empty()) return contiguous_strides(new_sizes);
   int64_t view_d = int64_t(new_sizes.size()) - 1;
   int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
   int64_t tensor_numel = 1, view_numel = 1;

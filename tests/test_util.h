@@ -1,0 +1,97 @@
+// Shared test helpers: the per-dtype tolerance table, random non-zero data, and
+// comparison against plain-loop references.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+
+namespace loom::test {
+
+struct Tolerance {
+  double rtol, atol;
+};
+
+// One table for the whole suite: how close a kernel's result must be to a float64
+// reference computed by a plain loop.
+inline Tolerance tolerance(DType t) {
+  switch (t) {
+    case DType::Float64: return {1e-10, 1e-12};
+    case DType::Float32: return {1e-5, 1e-6};
+    case DType::Float16: return {2e-3, 1e-3};
+    case DType::BFloat16: return {1.6e-2, 1e-2};
+    default: return {0.0, 0.0};  // integers and bool: exact
+  }
+}
+
+// Uniform values in [low, high] with |x| >= 0.1 (no zeros), in dtype.
+inline Tensor random_nonzero(const Shape& shape, DType dtype = kFloat32, double low = -2.0,
+                             double high = 2.0) {
+  Tensor u = rand(shape, kFloat64) * (high - low) + low;
+  Tensor away = where(u.abs() < 0.1, u.sign() * 0.1 + (u.eq(0)).to(kFloat64) * 0.1, u);
+  if (is_floating_point(dtype)) return away.to(dtype);
+  return away.clamp(low, high).to(kInt64).masked_fill(away.to(kInt64).eq(0), 1).to(dtype);
+}
+
+// Values of t rounded through dtype (so a reference sees the same inputs the kernel saw).
+inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// Checks actual against expected (same element order), with dtype's tolerance.
+inline void check_close(const Tensor& actual, const std::vector<double>& expected, DType dtype,
+                        const std::string& what = "") {
+  Tolerance tol = tolerance(dtype);
+  std::vector<double> a = actual.to_vector<double>();
+  REQUIRE(a.size() == expected.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool both_nan = std::isnan(a[i]) && std::isnan(expected[i]);
+    const bool same_inf = std::isinf(a[i]) && a[i] == expected[i];
+    if (both_nan || same_inf) continue;
+    if (std::abs(a[i] - expected[i]) > tol.atol + tol.rtol * std::abs(expected[i])) {
+      std::ostringstream os;
+      os << what << " element " << i << ": got " << a[i] << ", expected " << expected[i] << " ("
+         << dtype_name(dtype) << ")";
+      FAIL(os.str());
+    }
+  }
+}
+
+inline void check_close(const Tensor& actual, const Tensor& expected, const std::string& what = "") {
+  REQUIRE(actual.sizes() == expected.sizes());
+  check_close(actual, expected.to_vector<double>(), actual.dtype(), what);
+}
+
+// Requires that f throws E and that the message contains every string in `parts`.
+template <typename E>
+void require_throws_with(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+  } catch (const E& e) {
+    std::string msg = e.what();
+    for (const std::string& p : parts) {
+      INFO("message: " << msg);
+      CHECK(msg.find(p) != std::string::npos);
+    }
+    return;
+  } catch (const std::exception& e) {
+    FAIL("threw the wrong exception type: " << e.what());
+  }
+  FAIL("did not throw");
+}
+
+inline const std::vector<DType>& float_dtypes() {
+  static const std::vector<DType> v{kFloat32, kFloat64, kFloat16, kBFloat16};
+  return v;
+}
+
+// A float64 leaf requiring grad with random non-zero values.
+inline Tensor leaf(const Shape& shape, double low = -2.0, double high = 2.0) {
+  return random_nonzero(shape, kFloat64, low, high).requires_grad_(true);
+}
+
+}  // namespace loom::test
