@@ -40,6 +40,24 @@ Tensor SavedVariable::unpack() const {
 
 Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1)) {}
 
+Node::~Node() {
+  // Freeing a chain of N nodes through the shared_ptrs would recurse N deep and overflow
+  // the stack for long graphs (an RNN over a long sequence, a loss summed over many
+  // steps). Instead, the nodes only this one owns are moved to a heap stack and freed
+  // one at a time, each with no uniquely owned edges left.
+  std::vector<std::shared_ptr<Node>> stack;
+  auto take_unique = [&stack](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.fn && e.fn.use_count() == 1) stack.push_back(std::move(e.fn));
+  };
+  take_unique(next_edges_);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    take_unique(node->next_edges_);
+  }
+}
+
 int64_t Node::add_pre_hook(uint32_t slot, PreHook hook) {
   int64_t handle = new_hook_handle();
   pre_hooks_.push_back({handle, slot, std::move(hook)});

@@ -60,7 +60,7 @@ class SavedVariable {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // iterative: a deep graph must not overflow the stack when freed
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 

@@ -25,6 +25,7 @@ class IndexError : public Error { using Error::Error; };        // index out of 
 class ValueError : public Error { using Error::Error; };        // bad argument value
 class AutogradError : public Error { using Error::Error; };     // misuse of autograd
 class NotImplementedError : public Error { using Error::Error; };
+class SerializationError : public Error { using Error::Error; };  // a bad or unreadable file
 class InternalError : public Error { using Error::Error; };      // a Loom bug
 
 namespace detail {

@@ -72,9 +72,10 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   dispatch_numeric(options.dtype_, "linspace", [&]<typename T>() {
     T* p = host.data_ptr<T>();
-    // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
+    // Fill from both ends, as PyTorch does, so the last value is exactly `end` (one step
+    // gives `start`).
     for (int64_t i = 0; i < steps; ++i)
-      p[i] = T(i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i));
+      p[i] = T(steps == 1 || i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i));
   });
   return finish(host.to(options.device_), options);
 }

@@ -82,6 +82,18 @@ void Tensor::bump_version() const {
   impl_->version->value.fetch_add(1);
 }
 
+void Tensor::set_data(const Tensor& other) const {
+  LOOM_CHECK_DEFINED("set_data");
+  LOOM_CHECK(other.defined(), ValueError, "set_data: the new data is an undefined tensor");
+  impl_->storage = other.impl_->storage;
+  impl_->sizes = other.impl_->sizes;
+  impl_->strides = other.impl_->strides;
+  impl_->offset = other.impl_->offset;
+  impl_->dtype = other.impl_->dtype;
+  impl_->device = other.impl_->device;
+  impl_->version = other.impl_->version;
+}
+
 bool Tensor::is_contiguous() const {
   LOOM_CHECK_DEFINED("is_contiguous");
   int64_t expected = 1;

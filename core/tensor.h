@@ -70,6 +70,10 @@ class Tensor {
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   uint64_t version() const;
   void bump_version() const;  // after an in-place write
+  // Makes this tensor use other's data, shape, dtype and device, keeping its own autograd
+  // identity (requires_grad, grad, hooks): how Module::to(device) moves parameters while
+  // every handle to them stays valid. other must not require grad.
+  void set_data(const Tensor& other) const;
 
   // Pointer to the first element (offset applied). data_ptr<T> checks T against dtype.
   void* data() const;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/generator.h"
 #include "core/tensor.h"
@@ -101,6 +102,48 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 // Keeps elements with col - row <= k (lower) or >= k (upper) of the last two dims.
 void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower);
+
+// ---- recurrent layers (Note [whole-sequence RNN kernels] in kernels/cpu/rnn.cpp) ----------
+
+enum class RNNMode { RNN_TANH, RNN_RELU, LSTM, GRU };
+constexpr int64_t rnn_gates(RNNMode m) { return m == RNNMode::LSTM ? 4 : m == RNNMode::GRU ? 3 : 1; }
+
+// One layer, one direction, over a whole time-major sequence.
+struct RNNLayerInput {
+  RNNMode mode;
+  Tensor x;               // (T, B, I)
+  Tensor h0;              // (B, H)
+  Tensor c0;              // (B, H), LSTM only
+  Tensor w_ih, w_hh;      // (G*H, I), (G*H, H)
+  Tensor b_ih, b_hh;      // (G*H) each, or both undefined
+  std::vector<int64_t> lengths;  // per batch row, or empty for all T; sorted or not
+  bool reverse = false;   // process t = T-1 .. 0
+};
+
+// What forward keeps for backward (indexed by time t).
+struct RNNReserve {
+  Tensor h_prev;   // (T, B, H) state before step t
+  Tensor c_prev;   // (T, B, H) LSTM
+  Tensor tanh_c;   // (T, B, H) LSTM: tanh of the cell state after step t
+  Tensor gates;    // (T, B, G*H) activations (LSTM i f g o; GRU r z n)
+  Tensor gh_n;     // (T, B, H) GRU: W_hn h + b_hn
+};
+
+struct RNNLayerOutput {
+  Tensor y;    // (T, B, H); zero past each row's length
+  Tensor h_n;  // (B, H) state after each row's last valid step
+  Tensor c_n;  // (B, H) LSTM
+  RNNReserve reserve;
+};
+
+struct RNNLayerGrads {
+  Tensor dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh;
+};
+
+RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in);
+// dy (T, B, H), dh_n, dc_n (B, H) may be undefined (zero).
+RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
+                                 const Tensor& dh_n, const Tensor& dc_n);
 
 // Throws IndexError naming `op` if any index is outside [0, size) (negatives included).
 void check_indices(const Tensor& index, int64_t size, const char* op);

@@ -67,7 +67,9 @@ DType compute_dtype(BinaryOp op, DType a, DType b) {
 }
 
 // Gradients of the differentiable binary ops, already reduced to the inputs' shapes.
-std::vector<Tensor> binary_backward(BinaryOp op, BackwardContext& ctx, double alpha) {
+// Only the saved tensors the formula needs are defined (see binary_op).
+std::vector<Tensor> binary_backward(BinaryOp op, BackwardContext& ctx, double alpha,
+                                    const Shape& a_shape, const Shape& b_shape) {
   const Tensor& g = ctx.grad();
   const Tensor& a = ctx.saved[0];
   const Tensor& b = ctx.saved[1];
@@ -106,8 +108,8 @@ std::vector<Tensor> binary_backward(BinaryOp op, BackwardContext& ctx, double al
     }
     default: break;
   }
-  if (ga.defined()) ga = sum_to(ga, a.sizes());
-  if (gb.defined()) gb = sum_to(gb, b.sizes());
+  if (ga.defined()) ga = sum_to(ga, a_shape);
+  if (gb.defined()) gb = sum_to(gb, b_shape);
   return {ga, gb};
 }
 
@@ -123,9 +125,23 @@ Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in, double alp
   if (!cmp && needs_grad(a, b)) {
     static const char* names[] = {"AddBackward", "SubBackward", "MulBackward", "DivBackward",
                                   "PowBackward", "MaximumBackward", "MinimumBackward"};
-    const bool save_out = op == BinaryOp::Div || op == BinaryOp::Pow;
-    record(names[int(op)], {a, b}, {out}, {a, b, save_out ? out.detach() : Tensor()},
-           [op, alpha](BackwardContext& ctx) { return binary_backward(op, ctx, alpha); });
+    // Save only what the needed gradients read (as PyTorch), so that an in-place change
+    // to anything else, e.g. x in x + y, is not reported as an error at backward.
+    const bool ra = a.requires_grad(), rb = b.requires_grad();
+    bool save_a = false, save_b = false, save_out = false;
+    switch (op) {
+      case BinaryOp::Mul: save_a = rb; save_b = ra; break;
+      case BinaryOp::Div: save_b = true; save_out = rb; break;
+      case BinaryOp::Pow: save_a = save_b = true; save_out = rb; break;
+      case BinaryOp::Maximum:
+      case BinaryOp::Minimum: save_a = save_b = true; break;
+      default: break;  // Add, Sub: none
+    }
+    record(names[int(op)], {a, b}, {out},
+           {save_a ? a : Tensor(), save_b ? b : Tensor(), save_out ? out.detach() : Tensor()},
+           [op, alpha, a_shape = a.sizes(), b_shape = b.sizes()](BackwardContext& ctx) {
+             return binary_backward(op, ctx, alpha, a_shape, b_shape);
+           });
   }
   return out;
 }
@@ -141,6 +157,13 @@ Tensor scalar_like(const Tensor& t, Scalar s, BinaryOp op) {
 
 Tensor binary_scalar(BinaryOp op, const Tensor& a, Scalar s) { return binary_op(op, a, scalar_like(a, s, op)); }
 
+// PyTorch's can_cast for in-place results: narrowing within a kind is allowed (a float32
+// result into float16, int64 into int32), floating into integral or anything into bool not.
+bool can_cast(DType from, DType to) {
+  if (is_floating_point(from) && !is_floating_point(to)) return false;
+  return from == kBool || to != kBool;
+}
+
 // In-place a = op(a, b): the fast path writes straight into a; with autograd the result
 // is computed out of place from a clone of a and copied back, and a takes its history.
 Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other, double alpha) {
@@ -148,20 +171,25 @@ Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other, double al
   check_inplace(self, name);
   check_same_device(name, {&self, &other});
   const DType ct = compute_dtype(op, self.dtype(), other.dtype());
-  LOOM_CHECK(ct == self.dtype(), DTypeError, name, "_: result dtype ", dtype_name(ct),
+  LOOM_CHECK(can_cast(ct, self.dtype()), DTypeError, name, "_: result dtype ", dtype_name(ct),
              " cannot be stored in the ", dtype_name(self.dtype()), " tensor being updated in place");
-  broadcast_shapes(self.sizes(), other.sizes(), name);
-  LOOM_CHECK(broadcast_shapes(self.sizes(), other.sizes(), name) == self.sizes(), ShapeError, name,
-             "_: the result of shape ", shape_str(broadcast_shapes(self.sizes(), other.sizes(), name)),
-             " does not fit the in-place tensor of shape ", shape_str(self.sizes()));
+  const Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
+  LOOM_CHECK(shape == self.sizes(), ShapeError, name, "_: the result of shape ", shape_str(shape),
+             " (of shapes ", shape_str(self.sizes()), " and ", shape_str(other.sizes()),
+             ") does not fit the in-place tensor of shape ", shape_str(self.sizes()));
   if (needs_grad(self, other)) {
-    Tensor result = binary_op(op, self.clone(), other, alpha);
+    Tensor result = binary_op(op, self.clone(), other, alpha).to(self.dtype());
+    rebase_history(self, result.grad_fn(), name);  // may throw: before self is written
     {
       NoGradGuard no_grad;
       kernels::copy(self, result);
     }
     self.bump_version();
-    rebase_history(self, result.grad_fn(), name);
+    return self;
+  }
+  if (ct != self.dtype()) {  // computed in the wider dtype, stored narrowed
+    kernels::copy(self, binary_op(op, self, other, alpha));
+    self.bump_version();
     return self;
   }
   kernels::binary(op, self, self, broadcast_to_shape(other.to(ct), self.sizes(), name), alpha);
@@ -217,13 +245,14 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   kernels::where(out, broadcast_to_shape(cond, shape, "where"), broadcast_to_shape(a, shape, "where"),
                  broadcast_to_shape(b, shape, "where"));
   if (needs_grad(a, b)) {
-    record("WhereBackward", {a, b}, {out}, {cond, a, b}, [](BackwardContext& ctx) {
+    record("WhereBackward", {a, b}, {out}, {cond},
+           [a_shape = a.sizes(), b_shape = b.sizes()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       const Tensor& c = ctx.saved[0];
       Tensor zero = zeros({}, g.options());
       Tensor ga, gb;
-      if (ctx.needs(0)) ga = sum_to(where(c, g, zero), ctx.saved[1].sizes());
-      if (ctx.needs(1)) gb = sum_to(where(c, zero, g), ctx.saved[2].sizes());
+      if (ctx.needs(0)) ga = sum_to(where(c, g, zero), a_shape);
+      if (ctx.needs(1)) gb = sum_to(where(c, zero, g), b_shape);
       return std::vector<Tensor>{ga, gb};
     });
   }
@@ -238,18 +267,18 @@ Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const {
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
-  Tensor result = masked_fill(mask, value);
   if (needs_grad(*this)) {
-    check_inplace(*this, "masked_fill_");
+    // From a clone, so the tensors the backward saves are not the ones overwritten.
+    Tensor result = clone().masked_fill(mask, value);
+    rebase_history(*this, result.grad_fn(), "masked_fill_");  // may throw: before the write
     {
       NoGradGuard no_grad;
       kernels::copy(*this, result);
     }
     bump_version();
-    rebase_history(*this, result.grad_fn(), "masked_fill_");
     return *this;
   }
-  kernels::copy(*this, result);
+  kernels::copy(*this, masked_fill(mask, value));
   bump_version();
   return *this;
 }

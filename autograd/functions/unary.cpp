@@ -104,6 +104,11 @@ bool saves_output(UnaryOp op) {
          op == UnaryOp::Sigmoid || op == UnaryOp::Relu;
 }
 
+// The input is saved only where the formula reads it (not for neg, x + c, x * c).
+bool saves_input(UnaryOp op) {
+  return !saves_output(op) && op != UnaryOp::Neg && op != UnaryOp::AddScalar && op != UnaryOp::MulScalar;
+}
+
 bool differentiable(UnaryOp op) { return op != UnaryOp::Sign && op != UnaryOp::LogicalNot; }
 
 Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0) {
@@ -116,7 +121,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0
   Tensor out = empty(x.sizes(), op == UnaryOp::LogicalNot ? x.options().dtype(kBool) : x.options());
   kernels::unary(op, out, x, arg0, arg1);
   if (differentiable(op) && needs_grad(x)) {
-    record(backward_name(op), {x}, {out}, {saves_output(op) ? Tensor() : x, saves_output(op) ? out.detach() : Tensor()},
+    record(backward_name(op), {x}, {out}, {saves_input(op) ? x : Tensor(), saves_output(op) ? out.detach() : Tensor()},
            [op, arg0, arg1](BackwardContext& ctx) {
              return unary_backward(op, ctx.grad(), ctx.saved[0], ctx.saved[1], arg0, arg1);
            });
@@ -156,6 +161,8 @@ Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const
   const double lo = min ? min->to_double() : -std::numeric_limits<double>::infinity();
   const double hi = max ? max->to_double() : std::numeric_limits<double>::infinity();
   LOOM_CHECK(!(min && max) || lo <= hi, ValueError, "clamp: min ", lo, " is greater than max ", hi);
+  const bool float_bound = (min && !min->is_integral()) || (max && !max->is_integral());
+  if (!is_floating_point() && float_bound) return to(kFloat32).clamp(min, max);  // as PyTorch
   if (!is_floating_point()) {  // integer bounds saturate at the type's range
     const double tmin = dtype() == kInt32 ? double(std::numeric_limits<int32_t>::min()) : -9.2e18;
     const double tmax = dtype() == kInt32 ? double(std::numeric_limits<int32_t>::max()) : 9.2e18;
@@ -165,27 +172,30 @@ Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const
 }
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
-  Tensor result = clamp(min, max);
   check_inplace(*this, "clamp_");
+  // With autograd, from a clone: ClampBackward saves its input, which is overwritten here.
+  Tensor result = (needs_grad(*this) ? clone() : *this).clamp(min, max);
+  LOOM_CHECK(result.dtype() == dtype(), DTypeError, "clamp_: result dtype ", dtype_name(result.dtype()),
+             " cannot be stored in the ", dtype_name(dtype()), " tensor being updated in place");
+  if (result.grad_fn()) rebase_history(*this, result.grad_fn(), "clamp_");  // before the write
   {
     NoGradGuard no_grad;
     kernels::copy(*this, result);
   }
   bump_version();
-  if (result.grad_fn()) rebase_history(*this, result.grad_fn(), "clamp_");
   return *this;
 }
 
 Tensor& Tensor::fill_(Scalar value) {
   check_inplace(*this, "fill_");
-  kernels::fill(*this, value);
-  bump_version();
-  if (requires_grad() && GradMode::is_enabled()) {
+  if (requires_grad() && GradMode::is_enabled()) {  // may throw: before the write
     auto node = record("FillBackward", {*this}, {}, {}, [](BackwardContext& ctx) {
       return std::vector<Tensor>{zeros_like(ctx.grad())};
     });
     rebase_history(*this, node, "fill_");
   }
+  kernels::fill(*this, value);
+  bump_version();
   return *this;
 }
 

@@ -359,9 +359,7 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   Tensor s = src;
   if (s.device() != device()) s = s.detach().to(device(), non_blocking);
   Tensor expanded = broadcast_to_shape(s, sizes(), "copy_");
-  kernels::copy(*this, expanded);
-  bump_version();
-  if (needs_grad(*this, src)) {
+  if (needs_grad(*this, src)) {  // may throw: before the write
     Shape src_shape = src.sizes();
     DType src_dtype = src.dtype();
     Device src_device = src.device();
@@ -373,6 +371,8 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
     });
     rebase_history(*this, node, "copy_");
   }
+  kernels::copy(*this, expanded);
+  bump_version();
   return *this;
 }
 

@@ -37,8 +37,15 @@ void fill_random(const Tensor& dst, uint64_t seed, uint64_t offset, F f) {
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
   dispatch_floating(dst.dtype(), "uniform_", [&]<typename T>() {
     fill_random<T>(dst, seed, offset, [&](uint32_t w0, uint32_t w1, int64_t) {
-      if constexpr (std::is_same_v<T, double>) return low + (high - low) * Philox::to_unit_double(w0, w1);
-      else return T(float(low) + float(high - low) * Philox::to_unit_float(w0));
+      if constexpr (std::is_same_v<T, double>) {
+        return low + (high - low) * Philox::to_unit_double(w0, w1);
+      } else {
+        // As many random bits as T's significand holds (as PyTorch), so that rounding to a
+        // 16-bit float cannot carry x up to 1 and the result up to `high`.
+        constexpr int bits = std::is_same_v<T, Half> ? 11 : std::is_same_v<T, BFloat16> ? 8 : 24;
+        const float x = float(w0 >> (32 - bits)) * (1.0f / float(1u << bits));
+        return T(float(low) + float(high - low) * x);
+      }
     });
   });
 }

@@ -1,0 +1,44 @@
+#include "autograd/functions/rnn_layer.h"
+
+#include "autograd/function.h"
+
+namespace loom {
+
+namespace {
+const char* backward_name(kernels::RNNMode mode) {
+  switch (mode) {
+    case kernels::RNNMode::LSTM: return "LSTMBackward";
+    case kernels::RNNMode::GRU: return "GRUBackward";
+    default: return "RNNBackward";
+  }
+}
+Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
+}  // namespace
+
+RNNLayerResult rnn_layer(kernels::RNNMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                         const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
+                         const std::vector<int64_t>& lengths, bool reverse) {
+  const bool lstm = mode == kernels::RNNMode::LSTM;
+  kernels::RNNLayerInput in{mode,    detached(x),       detached(h0),   detached(c0), detached(w_ih),
+                            detached(w_hh), detached(b_ih), detached(b_hh), lengths,      reverse};
+  kernels::RNNLayerOutput fwd = kernels::rnn_layer_forward(in);
+  RNNLayerResult out{fwd.y, fwd.h_n, fwd.c_n};
+  if (needs_grad(x, h0, c0, w_ih, w_hh, b_ih, b_hh)) {
+    std::vector<Tensor> outputs{out.y, out.h_n};
+    if (lstm) outputs.push_back(out.c_n);
+    // The weights and the input are saved (checked against in-place changes such as an
+    // optimizer step before backward); the reserve is private to this node.
+    record(backward_name(mode), {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, outputs, {x, w_ih, w_hh},
+           [in, reserve = fwd.reserve, lstm](BackwardContext& ctx) mutable {
+             in.x = ctx.saved[0];
+             in.w_ih = ctx.saved[1];
+             in.w_hh = ctx.saved[2];
+             kernels::RNNLayerGrads g = kernels::rnn_layer_backward(
+                 in, reserve, ctx.grads[0], ctx.grads[1], lstm ? ctx.grads[2] : Tensor());
+             return std::vector<Tensor>{g.dx, g.dh0, g.dc0, g.dw_ih, g.dw_hh, g.db_ih, g.db_hh};
+           });
+  }
+  return out;
+}
+
+}  // namespace loom

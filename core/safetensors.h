@@ -1,0 +1,40 @@
+// The safetensors file format (https://github.com/huggingface/safetensors), so that
+// weights move between Loom and PyTorch (safetensors.torch.save_file / load_file).
+//
+// Layout: an 8-byte little-endian header length N, N bytes of JSON
+//   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {"key": "value"}}
+// and then the raw row-major data; offsets are relative to the end of the header.
+//
+// Loading treats the file as hostile: every length, offset, shape and name is checked
+// before any byte is read, and each problem throws SerializationError naming the file
+// and the tensor — never a crash or an out-of-bounds read.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace loom {
+
+using TensorMap = std::map<std::string, Tensor>;
+using Metadata = std::map<std::string, std::string>;
+
+// Writes atomically: a temporary file in the same folder, fsync, then rename over path,
+// so that a crash mid-save never destroys an existing file. Tensors may live on any
+// device and have any strides.
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
+
+struct SafetensorsFile {
+  TensorMap tensors;  // on the CPU
+  Metadata metadata;
+};
+SafetensorsFile load_safetensors(const std::string& path);
+
+// The same from and to memory (the parsing behind load_safetensors, and the fuzz target's
+// entry point). `name` is used in error messages.
+std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& name = "<memory>");
+
+}  // namespace loom

@@ -1,0 +1,289 @@
+// CPU whole-sequence recurrent layers (RNN tanh/relu, LSTM, GRU), forward and backward.
+//
+// Note [whole-sequence RNN kernels]
+// A layer is not a chain of small autograd ops but one kernel per direction:
+//   forward:  XP (T·B, G·H) = X (T·B, I) · W_ih^T + biases      one large GEMM
+//             per step t: gates (B, G·H) += h (B, H) · W_hh^T    one GEMM per step
+//                         the cell math, vectorised over the gate blocks
+//   backward: per step (reverse order): the cell backward gives dG[t] (B, G·H), and
+//             dh_prev (B, H) = dG[t] · W_hh                      one GEMM per step
+//             then dW_ih = dG^T · X, dW_hh = dG^T · H_prev, dX = dG · W_ih, db = Σ dG
+//                                                                 three large GEMMs
+// Variable lengths follow PyTorch's packed sequences: at a step t >= length[b] row b is
+// skipped — its state is carried unchanged and its output is zero — so a forward
+// direction's final state is the one at the row's last valid step, and a reverse
+// direction starts at that step from h0. In backward such rows pass dh and dc through.
+#include <cstring>
+
+#include "core/factories.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/vector_math.h"
+#include "kernels/kernels.h"
+#include "kernels/rnn_math.h"
+
+namespace loom::kernels {
+namespace {
+
+// out (M, N) = a (M, K) · b (K, N) + beta · out, on 2-D views.
+void mm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
+  bmm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), beta);
+}
+
+// Adds bias (N) to every row of the contiguous (M, N) matrix x.
+template <typename S>
+void add_rows(S* x, const S* bias, int64_t M, int64_t N) {
+  parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / N), [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m)
+      for (int64_t n = 0; n < N; ++n) x[m * N + n] += bias[n];
+  });
+}
+
+// Rows per parallel task so that a task has a few thousand elements of work.
+int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)); }
+
+struct Dims3 {
+  int64_t T, B, I, H, G;
+};
+
+Dims3 check_layer(const RNNLayerInput& in) {
+  cpu::check_cpu(in.x, "rnn");
+  const int64_t G = rnn_gates(in.mode);
+  LOOM_CHECK(in.x.dim() == 3, ShapeError, "rnn: input must be (T, B, I), got ", shape_str(in.x.sizes()));
+  const int64_t T = in.x.size(0), B = in.x.size(1), I = in.x.size(2), H = in.w_hh.size(1);
+  LOOM_CHECK(in.w_ih.sizes() == Shape({G * H, I}) && in.w_hh.sizes() == Shape({G * H, H}), ShapeError,
+             "rnn: weights ", shape_str(in.w_ih.sizes()), " and ", shape_str(in.w_hh.sizes()),
+             " do not fit input size ", I, " and hidden size ", H, " with ", G, " gates");
+  LOOM_CHECK(in.h0.sizes() == Shape({B, H}), ShapeError, "rnn: initial state ", shape_str(in.h0.sizes()),
+             ", expected ", shape_str({B, H}));
+  LOOM_CHECK(in.lengths.empty() || int64_t(in.lengths.size()) == B, ShapeError, "rnn: ", in.lengths.size(),
+             " lengths for a batch of ", B);
+  LOOM_CHECK(in.x.dtype() == kFloat32 || in.x.dtype() == kFloat64, DTypeError,
+             "rnn: the CPU kernels support float32 and float64, got ", dtype_name(in.x.dtype()));
+  return {T, B, I, H, G};
+}
+
+bool valid(const RNNLayerInput& in, int64_t t, int64_t b) {
+  return in.lengths.empty() || t < in.lengths[size_t(b)];
+}
+
+template <typename S>
+RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
+  const auto [T, B, I, H, G] = d;
+  const int64_t GH = G * H;
+  const TensorOptions opt = in.x.options();
+  const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
+  RNNLayerOutput out;
+  RNNReserve& r = out.reserve;
+
+  // XP (T·B, G·H) = X (T·B, I) · W_ih^T; the gates are computed in place in it.
+  r.gates = empty({T, B, GH}, opt);
+  mm(r.gates.view({T * B, GH}), in.x.contiguous().view({T * B, I}), in.w_ih.t(), 0);
+  if (in.b_ih.defined()) {
+    // LSTM and RNN fold both biases in here; GRU keeps b_hh inside the reset gate.
+    Tensor bias = in.mode == RNNMode::GRU ? in.b_ih.contiguous() : (in.b_ih + in.b_hh).contiguous();
+    add_rows(r.gates.data_ptr<S>(), bias.data_ptr<S>(), T * B, GH);
+  }
+  out.y = zeros({T, B, H}, opt);
+  r.h_prev = empty({T, B, H}, opt);
+  Tensor h = in.h0.contiguous().clone();  // (B, H) running state
+  Tensor c, gh;
+  if (in.mode == RNNMode::LSTM) {
+    c = in.c0.contiguous().clone();
+    r.c_prev = zeros({T, B, H}, opt);
+    r.tanh_c = zeros({T, B, H}, opt);
+  }
+  Tensor b_hh = in.b_hh.defined() ? in.b_hh.contiguous() : Tensor();
+  if (in.mode == RNNMode::GRU) {
+    gh = empty({B, GH}, opt);
+    r.gh_n = zeros({T, B, H}, opt);
+  }
+  const Tensor w_hh_t = in.w_hh.t();  // (H, G·H)
+
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = in.reverse ? T - 1 - s : s;
+    Tensor hp = r.h_prev.select(0, t);  // (B, H)
+    std::memcpy(hp.data(), h.data(), h.nbytes());
+    Tensor g_t = r.gates.select(0, t);  // (B, G·H)
+    if (in.mode == RNNMode::GRU) {
+      mm(gh, hp, w_hh_t, 0);
+      if (b_hh.defined()) add_rows(gh.data_ptr<S>(), b_hh.data_ptr<S>(), B, GH);
+    } else {
+      mm(g_t, hp, w_hh_t, 1);  // gates (B, G·H) += h (B, H) · W_hh^T (H, G·H)
+    }
+    S* gates_t = g_t.data_ptr<S>();
+    S* hv = h.data_ptr<S>();
+    S* y = out.y.select(0, t).data_ptr<S>();
+    S* cv = lstm ? c.data_ptr<S>() : nullptr;
+    S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
+    S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
+    const S* gh_v = gru ? gh.data_ptr<S>() : nullptr;
+    S* gh_n_t = gru ? r.gh_n.select(0, t).data_ptr<S>() : nullptr;
+    parallel_for(0, B, row_grain(GH), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        S* g = gates_t + b * GH;
+        S* hb = hv + b * H;
+        if (!valid(in, t, b)) {
+          std::fill(g, g + GH, S(0));
+          continue;
+        }
+        S* yb = y + b * H;
+        if (lstm) {
+          S* cb = cv + b * H;
+          S* cp = c_prev_t + b * H;
+          S* tc = tanh_c_t + b * H;
+          cpu::sigmoid_inplace(g, 2 * H);         // i, f
+          cpu::tanh_inplace(g + 2 * H, H);        // g
+          cpu::sigmoid_inplace(g + 3 * H, H);     // o
+          for (int64_t j = 0; j < H; ++j) {
+            cp[j] = cb[j];
+            cb[j] = g[H + j] * cb[j] + g[j] * g[2 * H + j];
+            tc[j] = cb[j];
+          }
+          cpu::tanh_inplace(tc, H);
+          for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[3 * H + j] * tc[j];
+        } else if (gru) {
+          const S* ghb = gh_v + b * GH;
+          S* ghn = gh_n_t + b * H;
+          for (int64_t j = 0; j < 2 * H; ++j) g[j] += ghb[j];  // r, z pre-activations
+          cpu::sigmoid_inplace(g, 2 * H);
+          for (int64_t j = 0; j < H; ++j) {
+            ghn[j] = ghb[2 * H + j];
+            g[2 * H + j] += g[j] * ghn[j];  // n pre-activation: x_n + r * (W_hn h + b_hn)
+          }
+          cpu::tanh_inplace(g + 2 * H, H);
+          for (int64_t j = 0; j < H; ++j) {
+            const S z = g[H + j], n = g[2 * H + j];
+            yb[j] = hb[j] = (S(1) - z) * n + z * hb[j];
+          }
+        } else {
+          const bool relu = in.mode == RNNMode::RNN_RELU;
+          if (relu) {
+            for (int64_t j = 0; j < H; ++j) g[j] = g[j] > S(0) ? g[j] : S(0);
+          } else {
+            cpu::tanh_inplace(g, H);
+          }
+          for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[j];
+        }
+      }
+    });
+  }
+  out.h_n = h;
+  out.c_n = c;
+  return out;
+}
+
+template <typename S>
+RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const Tensor& dy_in,
+                            const Tensor& dh_n, const Tensor& dc_n, const Dims3& d) {
+  const auto [T, B, I, H, G] = d;
+  const int64_t GH = G * H;
+  const TensorOptions opt = in.x.options();
+  const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
+  Tensor dy = dy_in.defined() ? dy_in.contiguous() : zeros({T, B, H}, opt);
+  Tensor dh = dh_n.defined() ? dh_n.contiguous().clone() : zeros({B, H}, opt);
+  Tensor dc = lstm ? (dc_n.defined() ? dc_n.contiguous().clone() : zeros({B, H}, opt)) : Tensor();
+  Tensor dG = empty({T, B, GH}, opt);               // w.r.t. the input-projection pre-activations
+  Tensor dGh = gru ? empty({T, B, GH}, opt) : dG;   // w.r.t. the recurrent ones (differ for GRU)
+  Tensor direct = gru ? empty({B, H}, opt) : Tensor();  // GRU: dh_prev through z * h_prev
+  Tensor dh_rec = empty({B, H}, opt);
+
+  for (int64_t s = T - 1; s >= 0; --s) {
+    const int64_t t = in.reverse ? T - 1 - s : s;
+    const S* g_t = r.gates.select(0, t).data_ptr<S>();
+    S* dG_t = dG.select(0, t).data_ptr<S>();
+    S* dGh_t = dGh.select(0, t).data_ptr<S>();
+    const S* dy_t = dy.select(0, t).data_ptr<S>();
+    S* dhv = dh.data_ptr<S>();
+    const S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
+    const S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
+    S* dcv = lstm ? dc.data_ptr<S>() : nullptr;
+    const S* h_prev_t = gru ? r.h_prev.select(0, t).data_ptr<S>() : nullptr;
+    const S* gh_n_t = gru ? r.gh_n.select(0, t).data_ptr<S>() : nullptr;
+    S* direct_v = gru ? direct.data_ptr<S>() : nullptr;
+    parallel_for(0, B, row_grain(GH), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const S* g = g_t + b * GH;
+        S* dg = dG_t + b * GH;
+        S* dgh = dGh_t + b * GH;
+        S* dhb = dhv + b * H;
+        if (!valid(in, t, b)) {
+          std::fill(dg, dg + GH, S(0));
+          if (gru) std::fill(dgh, dgh + GH, S(0));
+          continue;
+        }
+        const S* dyb = dy_t + b * H;
+        if (lstm) {
+          const S* cp = c_prev_t + b * H;
+          const S* tc = tanh_c_t + b * H;
+          S* dcb = dcv + b * H;
+          const rnn_math::LstmBackward<S> cell;
+          for (int64_t j = 0; j < H; ++j)
+            cell(dhb[j] + dyb[j], dcb[j], g[j], g[H + j], g[2 * H + j], g[3 * H + j], cp[j], tc[j], dg[j],
+                 dg[H + j], dg[2 * H + j], dg[3 * H + j]);
+        } else if (gru) {
+          const S* hp = h_prev_t + b * H;
+          const S* ghn = gh_n_t + b * H;
+          S* dir = direct_v + b * H;
+          const rnn_math::GruBackward<S> cell;
+          for (int64_t j = 0; j < H; ++j) {
+            cell(dhb[j] + dyb[j], g[j], g[H + j], g[2 * H + j], ghn[j], hp[j], dg[j], dg[H + j], dg[2 * H + j],
+                 dgh[2 * H + j], dir[j]);
+            dgh[j] = dg[j];
+            dgh[H + j] = dg[H + j];
+          }
+        } else {
+          const bool relu = in.mode == RNNMode::RNN_RELU;
+          for (int64_t j = 0; j < H; ++j) dg[j] = rnn_math::rnn_activation_grad(dhb[j] + dyb[j], g[j], relu);
+        }
+      }
+    });
+    // dh_prev (B, H) = dGh[t] (B, G·H) · W_hh (G·H, H); skipped rows keep their dh.
+    mm(dh_rec, dGh.select(0, t), in.w_hh, 0);
+    const S* rec = dh_rec.data_ptr<S>();
+    const S* dir = gru ? direct.data_ptr<S>() : nullptr;
+    for (int64_t b = 0; b < B; ++b) {
+      if (!valid(in, t, b)) continue;
+      for (int64_t j = 0; j < H; ++j) dhv[b * H + j] = rec[b * H + j] + (dir ? dir[b * H + j] : S(0));
+    }
+  }
+
+  RNNLayerGrads out;
+  const Tensor dG2 = dG.view({T * B, GH}), dGh2 = dGh.view({T * B, GH});
+  out.dx = empty({T, B, I}, opt);
+  mm(out.dx.view({T * B, I}), dG2, in.w_ih, 0);          // dX (T·B, I) = dG (T·B, G·H) · W_ih (G·H, I)
+  out.dw_ih = empty({GH, I}, opt);
+  mm(out.dw_ih, dG2.t(), in.x.contiguous().view({T * B, I}), 0);  // dW_ih (G·H, I) = dG^T · X
+  out.dw_hh = empty({GH, H}, opt);
+  mm(out.dw_hh, dGh2.t(), r.h_prev.view({T * B, H}), 0);  // dW_hh (G·H, H) = dGh^T · H_prev
+  if (in.b_ih.defined()) {
+    out.db_ih = empty({GH}, opt);
+    reduce(ReduceOp::Sum, out.db_ih, dG2, {0});
+    out.db_hh = gru ? empty({GH}, opt) : out.db_ih.clone();
+    if (gru) reduce(ReduceOp::Sum, out.db_hh, dGh2, {0});
+  }
+  out.dh0 = dh;
+  out.dc0 = dc;
+  return out;
+}
+
+}  // namespace
+
+RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
+  const Dims3 d = check_layer(in);
+  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerOutput {
+    if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) return forward_impl<S>(in, d);
+    else throw DTypeError("rnn: unsupported dtype");
+  });
+}
+
+RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
+                                 const Tensor& dh_n, const Tensor& dc_n) {
+  const Dims3 d = check_layer(in);
+  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerGrads {
+    if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>)
+      return backward_impl<S>(in, reserve, dy, dh_n, dc_n, d);
+    else throw DTypeError("rnn: unsupported dtype");
+  });
+}
+
+}  // namespace loom::kernels

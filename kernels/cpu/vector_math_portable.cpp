@@ -1,0 +1,24 @@
+// Baseline x86-64 build of the vector math, and the run-time choice between the two.
+#define Eigen loom_eigen_vector_math_portable
+#define LOOM_VECTOR_MATH_TABLE vector_math_portable
+#include "kernels/cpu/vector_math_impl.h"
+
+namespace loom::kernels::cpu {
+namespace {
+const detail::VectorMathTable& table() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const detail::VectorMathTable t =
+      __builtin_cpu_supports("avx512f") ? detail::vector_math_avx512() : detail::vector_math_portable();
+#else
+  static const detail::VectorMathTable t = detail::vector_math_portable();
+#endif
+  return t;
+}
+}  // namespace
+
+void sigmoid_inplace(float* x, int64_t n) { table().sigmoid_f(x, n); }
+void sigmoid_inplace(double* x, int64_t n) { table().sigmoid_d(x, n); }
+void tanh_inplace(float* x, int64_t n) { table().tanh_f(x, n); }
+void tanh_inplace(double* x, int64_t n) { table().tanh_d(x, n); }
+
+}  // namespace loom::kernels::cpu

@@ -1,0 +1,51 @@
+#include "nn/functional.h"
+
+#include "core/factories.h"
+
+namespace loom::nn::functional {
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  LOOM_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D (out, in), got shape ",
+             shape_str(weight.sizes()));
+  LOOM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ",
+             shape_str(x.sizes()), " does not end in in_features = ", weight.size(1), " (weight ",
+             shape_str(weight.sizes()), ")");
+  Tensor y = x.matmul(weight.t());  // (..., out)
+  if (bias.defined()) {
+    LOOM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, "linear: bias of shape ",
+               shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
+    y = y + bias;
+  }
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  LOOM_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  Tensor keep = bernoulli(x.sizes(), 1.0 - p, x.options());  // 1 with probability 1 - p
+  return x * (keep / (1.0 - p));
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const int64_t k = int64_t(normalized_shape.size());
+  LOOM_CHECK(k >= 1 && x.dim() >= k, ShapeError, "layer_norm: input of shape ", shape_str(x.sizes()),
+             " cannot be normalised over ", shape_str(normalized_shape));
+  Dims dims;
+  for (int64_t i = 0; i < k; ++i) {
+    LOOM_CHECK(x.size(x.dim() - k + i) == normalized_shape[size_t(i)], ShapeError,
+               "layer_norm: input of shape ", shape_str(x.sizes()), " does not end in normalized_shape ",
+               shape_str(normalized_shape));
+    dims.push_back(x.dim() - k + i);
+  }
+  Tensor mean = x.mean(dims, /*keepdim=*/true);
+  Tensor centered = x - mean;
+  Tensor var = (centered * centered).mean(dims, /*keepdim=*/true);  // biased, as PyTorch
+  Tensor y = centered * (var + eps).rsqrt();
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+}  // namespace loom::nn::functional

@@ -1,0 +1,159 @@
+// nn::Module: the base of every layer and model, as torch.nn.Module.
+//
+// A module owns, in registration order, named parameters (tensors that require grad),
+// buffers (state that is saved but not trained, e.g. running statistics) and child
+// modules. Names compose with dots, as in PyTorch: "lstm.weight_ih_l0", "layers.0.fc.bias".
+//
+// Layers are used through handles (ModuleHolder): nn::Linear is a shared pointer to a
+// LinearImpl, so that a model can keep a member `nn::Linear fc;` and register the same
+// object as a child:
+//
+//   struct Net : nn::Module {
+//     Net() : fc(register_module("fc", nn::Linear(4, 2))) {}
+//     Tensor forward(const Tensor& x) { return fc(x); }
+//     nn::Linear fc;
+//   };
+#pragma once
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom::nn {
+
+// An ordered name -> tensor map (state_dict, named_parameters).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = std::map<std::string, Tensor>;
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // ---- registration -------------------------------------------------------------------
+  // Registers t (made a leaf that requires grad if requires_grad) and returns a handle to
+  // the same tensor, to keep as a member.
+  Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <typename Holder>
+  Holder register_module(const std::string& name, Holder holder) {
+    add_child(name, holder.ptr());
+    return holder;
+  }
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+  void add_child(const std::string& name, std::shared_ptr<Module> child);
+
+  // ---- traversal ------------------------------------------------------------------------
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // This module and all below it, depth first, with dotted names ("" for this one).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+
+  // ---- modes, devices, dtypes ---------------------------------------------------------------
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves every parameter and buffer in place (handles stay valid), as module.to(device).
+  virtual void to(Device device);
+  // Casts floating-point parameters and buffers.
+  virtual void to(DType dtype);
+  void to(Device device, DType dtype) {
+    to(device);
+    to(dtype);
+  }
+  // set_to_none = true (PyTorch's default) drops the gradients; false zeroes them.
+  void zero_grad(bool set_to_none = true);
+
+  // ---- state ------------------------------------------------------------------------------------
+  // Parameters and buffers by dotted name (tensors share memory with the module's).
+  StateDict state_dict() const;
+  // Copies values into the module's tensors. strict: missing and unexpected keys are
+  // errors. Shape mismatches are always errors. All problems are listed in one
+  // ValueError.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  // ---- printing -----------------------------------------------------------------------------------
+  const std::string& type_name() const { return type_name_; }
+  // The part inside the parentheses of this module's line, e.g. "in_features=4, ...".
+  virtual std::string extra_repr() const { return ""; }
+  std::string str() const;  // the module tree, as print(model)
+
+ protected:
+  bool training_ = true;
+
+ private:
+  void collect(const std::string& prefix, bool recurse, bool params, NamedTensors& out) const;
+  void print(std::ostream& os, int indent) const;
+
+  std::string type_name_;
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// A shared handle to a module implementation, as LibTorch's ModuleHolder:
+// nn::Linear(4, 2) constructs a LinearImpl(4, 2); fc(x) calls fc->forward(x).
+template <typename Impl>
+class ModuleHolder {
+ public:
+  using ImplType = Impl;
+  // Constructs Impl() when it has a default constructor (nn::ReLU()); otherwise the
+  // handle starts empty and must be assigned before use (a member set in a constructor).
+  ModuleHolder() {
+    if constexpr (std::is_default_constructible_v<Impl>) impl_ = std::make_shared<Impl>();
+  }
+  ModuleHolder(std::nullptr_t) {}  // NOLINT: explicitly empty
+  template <typename First, typename... Rest,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<First>, ModuleHolder> &&
+                                        !std::is_same_v<std::decay_t<First>, std::nullptr_t> &&
+                                        !std::is_same_v<std::decay_t<First>, std::shared_ptr<Impl>>>>
+  explicit ModuleHolder(First&& first, Rest&&... rest)
+      : impl_(std::make_shared<Impl>(std::forward<First>(first), std::forward<Rest>(rest)...)) {}
+  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
+
+  Impl* operator->() const { return checked(); }
+  Impl& operator*() const { return *checked(); }
+  const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  bool is_empty() const { return impl_ == nullptr; }
+
+  template <typename... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    return checked()->forward(std::forward<Args>(args)...);
+  }
+
+ private:
+  Impl* checked() const;
+  std::shared_ptr<Impl> impl_;
+};
+
+void throw_empty_holder();
+
+template <typename Impl>
+Impl* ModuleHolder<Impl>::checked() const {
+  if (!impl_) throw_empty_holder();
+  return impl_.get();
+}
+
+template <typename Impl>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& m) {
+  return os << *m;
+}
+
+}  // namespace loom::nn

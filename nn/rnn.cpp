@@ -1,0 +1,211 @@
+#include "nn/rnn.h"
+
+#include <cmath>
+
+#include "autograd/functions/rnn_layer.h"
+#include "core/factories.h"
+#include "core/ops.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace loom::nn {
+
+using kernels::RNNMode;
+
+namespace {
+
+std::vector<int64_t> lengths_vector(const Tensor& lengths, int64_t T, int64_t B, const char* op) {
+  if (!lengths.defined()) return {};
+  LOOM_CHECK(lengths.dim() == 1 && lengths.size(0) == B, ShapeError, op, ": lengths of shape ",
+             shape_str(lengths.sizes()), " do not match the batch size ", B);
+  LOOM_CHECK(!lengths.is_floating_point() && lengths.dtype() != kBool, DTypeError, op,
+             ": lengths must be an integer tensor, got ", dtype_name(lengths.dtype()));
+  std::vector<int64_t> v = lengths.to_vector<int64_t>();
+  for (size_t b = 0; b < v.size(); ++b)
+    LOOM_CHECK(v[b] >= 1 && v[b] <= T, ValueError, op, ": length ", v[b], " of sequence ", b,
+               " is outside [1, ", T, "] for an input of ", T, " steps");
+  return v;
+}
+
+Tensor zeros_state(int64_t n, int64_t B, int64_t H, const Tensor& like) {
+  return zeros({n, B, H}, like.options());
+}
+
+void check_state(const Tensor& s, const Shape& expected, const char* what, const char* op) {
+  LOOM_CHECK(s.sizes() == expected, ShapeError, op, ": ", what, " of shape ", shape_str(s.sizes()),
+             ", expected ", shape_str(expected), " (num_layers * num_directions, batch, hidden_size)");
+}
+
+}  // namespace
+
+// ---- RNN / LSTM / GRU ---------------------------------------------------------------------
+
+RNNBaseImpl::RNNBaseImpl(RNNMode mode, const RNNOptions& o, const char* type_name)
+    : Module(type_name), options(o), mode_(mode) {
+  LOOM_CHECK(o.input_size_ > 0 && o.hidden_size_ > 0 && o.num_layers_ > 0, ValueError, type_name,
+             ": input_size, hidden_size and num_layers must be positive, got ", o.input_size_, ", ",
+             o.hidden_size_, ", ", o.num_layers_);
+  LOOM_CHECK(o.dropout_ >= 0 && o.dropout_ <= 1, ValueError, type_name, ": dropout must be in [0, 1], got ",
+             o.dropout_);
+  const int64_t G = kernels::rnn_gates(mode), H = o.hidden_size_, D = o.bidirectional_ ? 2 : 1;
+  for (int64_t layer = 0; layer < o.num_layers_; ++layer) {
+    for (int64_t dir = 0; dir < D; ++dir) {
+      const std::string suffix = "_l" + std::to_string(layer) + (dir == 1 ? "_reverse" : "");
+      const int64_t in = layer == 0 ? o.input_size_ : H * D;
+      flat_weights_.push_back(register_parameter("weight_ih" + suffix, empty({G * H, in})));
+      flat_weights_.push_back(register_parameter("weight_hh" + suffix, empty({G * H, H})));
+      if (o.bias_) {
+        flat_weights_.push_back(register_parameter("bias_ih" + suffix, empty({G * H})));
+        flat_weights_.push_back(register_parameter("bias_hh" + suffix, empty({G * H})));
+      } else {
+        flat_weights_.insert(flat_weights_.end(), 2, Tensor());
+      }
+    }
+  }
+  reset_parameters();
+}
+
+void RNNBaseImpl::reset_parameters() {
+  const double bound = 1.0 / std::sqrt(double(options.hidden_size_));  // PyTorch's default
+  for (Tensor& w : flat_weights_)
+    if (w.defined()) init::uniform_(w, -bound, bound);
+}
+
+RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const Tensor& lengths) {
+  const char* op = type_name().c_str();
+  LOOM_CHECK(input.dim() == 3, ShapeError, op, ": expected a 3-D input (", options.batch_first_ ? "B, T, I" : "T, B, I",
+             "), got shape ", shape_str(input.sizes()));
+  Tensor x = options.batch_first_ ? input.transpose(0, 1) : input;  // (T, B, I)
+  const int64_t T = x.size(0), B = x.size(1), H = options.hidden_size_;
+  const int64_t D = options.bidirectional_ ? 2 : 1, L = options.num_layers_;
+  LOOM_CHECK(x.size(2) == options.input_size_, ShapeError, op, ": input of shape ", shape_str(input.sizes()),
+             " has feature size ", x.size(2), ", expected input_size ", options.input_size_);
+  LOOM_CHECK(T > 0, ShapeError, op, ": the input has no time steps, shape ", shape_str(input.sizes()));
+  const std::vector<int64_t> lens = lengths_vector(lengths, T, B, op);
+  const bool lstm = mode_ == RNNMode::LSTM;
+  Tensor h0 = state.h.defined() ? state.h : zeros_state(L * D, B, H, x);
+  Tensor c0 = lstm ? (state.c.defined() ? state.c : zeros_state(L * D, B, H, x)) : Tensor();
+  check_state(h0, {L * D, B, H}, "h0", op);
+  if (lstm) check_state(c0, {L * D, B, H}, "c0", op);
+
+  std::vector<Tensor> h_n, c_n;
+  Tensor layer_input = x;
+  for (int64_t layer = 0; layer < L; ++layer) {
+    std::vector<Tensor> outputs;
+    for (int64_t dir = 0; dir < D; ++dir) {
+      const int64_t k = layer * D + dir;
+      const Tensor* w = &flat_weights_[size_t(4 * k)];
+      RNNLayerResult r = rnn_layer(mode_, layer_input, h0[k], lstm ? c0[k] : Tensor(), w[0], w[1], w[2], w[3],
+                                   lens, dir == 1);
+      outputs.push_back(r.y);
+      h_n.push_back(r.h_n);
+      if (lstm) c_n.push_back(r.c_n);
+    }
+    layer_input = D == 1 ? outputs[0] : cat(outputs, 2);  // (T, B, D·H)
+    if (layer + 1 < L && options.dropout_ > 0)
+      layer_input = functional::dropout(layer_input, options.dropout_, is_training());
+  }
+  RNNOutput out;
+  out.output = options.batch_first_ ? layer_input.transpose(0, 1) : layer_input;
+  out.h_n = stack(h_n, 0);
+  if (lstm) out.c_n = stack(c_n, 0);
+  return out;
+}
+
+std::string RNNBaseImpl::extra_repr() const {
+  std::string s = std::to_string(options.input_size_) + ", " + std::to_string(options.hidden_size_);
+  if (options.num_layers_ != 1) s += ", num_layers=" + std::to_string(options.num_layers_);
+  if (mode_ == RNNMode::RNN_RELU) s += ", nonlinearity='relu'";
+  if (!options.bias_) s += ", bias=False";
+  if (options.batch_first_) s += ", batch_first=True";
+  if (options.dropout_ != 0) s += ", dropout=" + std::to_string(options.dropout_);
+  if (options.bidirectional_) s += ", bidirectional=True";
+  return s;
+}
+
+namespace {
+RNNMode rnn_mode(const std::string& nonlinearity, const char* op) {
+  LOOM_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", ValueError, op,
+             ": nonlinearity must be 'tanh' or 'relu', got '", nonlinearity, "'");
+  return nonlinearity == "relu" ? RNNMode::RNN_RELU : RNNMode::RNN_TANH;
+}
+}  // namespace
+
+RNNImpl::RNNImpl(const RNNOptions& o) : RNNBaseImpl(rnn_mode(o.nonlinearity_, "RNN"), o, "RNN") {}
+
+// ---- cells ----------------------------------------------------------------------------------------
+
+RNNCellBaseImpl::RNNCellBaseImpl(RNNMode mode, int64_t input_size_, int64_t hidden_size_, bool bias,
+                                 const char* type_name)
+    : Module(type_name), input_size(input_size_), hidden_size(hidden_size_), mode_(mode) {
+  LOOM_CHECK(input_size > 0 && hidden_size > 0, ValueError, type_name,
+             ": input_size and hidden_size must be positive, got ", input_size, " and ", hidden_size);
+  const int64_t G = kernels::rnn_gates(mode);
+  const double bound = 1.0 / std::sqrt(double(hidden_size));
+  weight_ih = register_parameter("weight_ih", empty({G * hidden_size, input_size}));
+  weight_hh = register_parameter("weight_hh", empty({G * hidden_size, hidden_size}));
+  init::uniform_(weight_ih, -bound, bound);
+  init::uniform_(weight_hh, -bound, bound);
+  if (bias) {
+    bias_ih = register_parameter("bias_ih", empty({G * hidden_size}));
+    bias_hh = register_parameter("bias_hh", empty({G * hidden_size}));
+    init::uniform_(bias_ih, -bound, bound);
+    init::uniform_(bias_hh, -bound, bound);
+  }
+}
+
+RNNState RNNCellBaseImpl::forward(const Tensor& x, const RNNState& state) {
+  const char* op = type_name().c_str();
+  LOOM_CHECK(x.dim() == 2 && x.size(1) == input_size, ShapeError, op, ": input of shape ", shape_str(x.sizes()),
+             ", expected (batch, ", input_size, ")");
+  const int64_t B = x.size(0);
+  const bool lstm = mode_ == RNNMode::LSTM;
+  Tensor h = state.h.defined() ? state.h : zeros({B, hidden_size}, x.options());
+  Tensor c = lstm ? (state.c.defined() ? state.c : zeros({B, hidden_size}, x.options())) : Tensor();
+  LOOM_CHECK(h.sizes() == Shape({B, hidden_size}), ShapeError, op, ": hidden state of shape ", shape_str(h.sizes()),
+             ", expected ", shape_str({B, hidden_size}));
+  if (lstm)
+    LOOM_CHECK(c.sizes() == Shape({B, hidden_size}), ShapeError, op, ": cell state of shape ",
+               shape_str(c.sizes()), ", expected ", shape_str({B, hidden_size}));
+  // A cell is a one-step layer: the same fused kernel and backward.
+  RNNLayerResult r = rnn_layer(mode_, x.unsqueeze(0), h, c, weight_ih, weight_hh, bias_ih, bias_hh, {}, false);
+  return {r.h_n, r.c_n};
+}
+
+std::string RNNCellBaseImpl::extra_repr() const {
+  std::string s = std::to_string(input_size) + ", " + std::to_string(hidden_size);
+  if (!bias_ih.defined()) s += ", bias=False";
+  if (mode_ == RNNMode::RNN_RELU) s += ", nonlinearity='relu'";
+  return s;
+}
+
+RNNCellImpl::RNNCellImpl(int64_t input_size, int64_t hidden_size, bool bias, const std::string& nonlinearity)
+    : RNNCellBaseImpl(rnn_mode(nonlinearity, "RNNCell"), input_size, hidden_size, bias, "RNNCell") {}
+
+// ---- pad_sequence ------------------------------------------------------------------------------------
+
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, double padding_value) {
+  LOOM_CHECK(!sequences.empty(), ValueError, "pad_sequence: got an empty list of sequences");
+  int64_t max_len = 0;
+  const Shape trailing(sequences[0].sizes().begin() + 1, sequences[0].sizes().end());
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const Tensor& s = sequences[i];
+    LOOM_CHECK(s.dim() >= 1 && Shape(s.sizes().begin() + 1, s.sizes().end()) == trailing, ShapeError,
+               "pad_sequence: sequence ", i, " has shape ", shape_str(s.sizes()), " but sequence 0 has ",
+               shape_str(sequences[0].sizes()), " (all but the first dim must match)");
+    max_len = std::max(max_len, s.size(0));
+  }
+  std::vector<Tensor> padded;
+  for (const Tensor& s : sequences) {
+    if (s.size(0) == max_len) {
+      padded.push_back(s);
+      continue;
+    }
+    Shape pad_shape = s.sizes();
+    pad_shape[0] = max_len - s.size(0);
+    padded.push_back(cat({s, full(pad_shape, padding_value, s.options())}, 0));
+  }
+  return stack(padded, batch_first ? 0 : 1);
+}
+
+}  // namespace loom::nn

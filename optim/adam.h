@@ -1,0 +1,39 @@
+// optim::Adam and optim::AdamW, as torch.optim.Adam / AdamW.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace loom::optim {
+
+struct AdamOptions {
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  AdamOptions& betas(double b1, double b2) { beta1_ = b1; beta2_ = b2; return *this; }
+  AdamOptions& eps(double e) { eps_ = e; return *this; }
+  AdamOptions& weight_decay(double w) { weight_decay_ = w; return *this; }
+  AdamOptions& amsgrad(bool a) { amsgrad_ = a; return *this; }
+  double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
+  bool amsgrad_ = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, false, "Adam") {}
+  Adam(std::vector<Tensor> params, double lr) : Adam(std::move(params), AdamOptions(lr)) {}
+  void step() override;
+  AdamOptions options;
+
+ protected:
+  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled, const char* name);
+
+ private:
+  bool decoupled_;
+};
+
+// Adam with decoupled weight decay (default weight_decay 0.01, as PyTorch).
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, true, "AdamW") {}
+  AdamW(std::vector<Tensor> params, double lr) : AdamW(std::move(params), AdamOptions(lr).weight_decay(1e-2)) {}
+};
+
+}  // namespace loom::optim

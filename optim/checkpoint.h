@@ -1,0 +1,44 @@
+// Training checkpoints: model weights, optimizer state, scheduler state, step/epoch and
+// the random generator's state in one safetensors file (core/safetensors.h), written
+// atomically. Resuming from one continues training bit-identically on the CPU.
+//
+//   optim::save_checkpoint("ckpt.safetensors", {model, &opt, &sched, step, epoch});
+//   optim::TrainingState s = optim::load_checkpoint("ckpt.safetensors", {model, &opt, &sched});
+//
+// Model weights are stored under "model.<PyTorch name>"; save_weights/load_weights store
+// them under their plain names, which PyTorch's load_state_dict reads directly.
+#pragma once
+
+#include <string>
+
+#include "core/safetensors.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+namespace loom::optim {
+
+struct Checkpoint {
+  nn::Module* model = nullptr;
+  Optimizer* optimizer = nullptr;    // optional
+  LRScheduler* scheduler = nullptr;  // optional
+  int64_t step = 0;
+  int64_t epoch = 0;
+};
+
+struct TrainingState {
+  int64_t step = 0;
+  int64_t epoch = 0;
+};
+
+void save_checkpoint(const std::string& path, const Checkpoint& c);
+// Restores into c's model/optimizer/scheduler (those given) and the global generator;
+// returns the step and epoch. Throws SerializationError for a bad file and ValueError
+// when the file does not fit the model (missing/unexpected/mis-shaped keys, listed).
+TrainingState load_checkpoint(const std::string& path, const Checkpoint& c);
+
+// Weights only, PyTorch-compatible names (model.state_dict()).
+void save_weights(const std::string& path, const nn::Module& model);
+void load_weights(const std::string& path, nn::Module& model, bool strict = true);
+
+}  // namespace loom::optim

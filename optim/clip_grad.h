@@ -1,0 +1,17 @@
+// Gradient clipping, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
+#pragma once
+
+#include <limits>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom::optim {
+
+// Scales all gradients so that their joint p-norm is at most max_norm; returns the norm
+// before clipping (p = inf for the max norm).
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+// Clamps every gradient element into [-clip_value, clip_value].
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+
+}  // namespace loom::optim

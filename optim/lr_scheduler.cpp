@@ -1,0 +1,191 @@
+#include "optim/lr_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/factories.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+
+namespace loom::optim {
+
+// ---- LRScheduler ----------------------------------------------------------------------
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  apply();
+}
+
+void LRScheduler::apply() {
+  for (ParamGroup& g : optimizer_.param_groups()) g.lr = lr_at(g.initial_lr);
+}
+
+std::vector<double> LRScheduler::get_last_lr() const {
+  std::vector<double> out;
+  for (const ParamGroup& g : optimizer_.param_groups()) out.push_back(g.lr);
+  return out;
+}
+
+StateDict LRScheduler::state_dict() const { return {{"last_epoch", scalar_tensor(last_epoch_, kInt64)}}; }
+
+void LRScheduler::load_state_dict(const StateDict& state) {
+  auto it = state.find("last_epoch");
+  LOOM_CHECK(it != state.end(), ValueError, "LRScheduler.load_state_dict: missing key 'last_epoch'");
+  last_epoch_ = it->second.item<int64_t>();
+  apply();
+}
+
+// ---- closed-form schedules ----------------------------------------------------------------
+
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
+  LOOM_CHECK(step_size > 0, ValueError, "StepLR: step_size must be positive, got ", step_size);
+  apply();
+}
+double StepLR::lr_at(double base) const { return base * std::pow(gamma_, double(last_epoch_ / step_size_)); }
+
+MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(opt), milestones_(std::move(milestones)), gamma_(gamma) {
+  LOOM_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()), ValueError,
+             "MultiStepLR: milestones must be increasing");
+  apply();
+}
+double MultiStepLR::lr_at(double base) const {
+  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
+  return base * std::pow(gamma_, double(passed));
+}
+
+ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt), gamma_(gamma) { apply(); }
+double ExponentialLR::lr_at(double base) const { return base * std::pow(gamma_, double(last_epoch_)); }
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min)
+    : LRScheduler(opt), T_max_(T_max), eta_min_(eta_min) {
+  LOOM_CHECK(T_max > 0, ValueError, "CosineAnnealingLR: T_max must be positive, got ", T_max);
+  apply();
+}
+double CosineAnnealingLR::lr_at(double base) const {
+  return eta_min_ + (base - eta_min_) * (1 + std::cos(std::numbers::pi * double(last_epoch_) / double(T_max_))) / 2;
+}
+
+LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(opt), start_(start_factor), end_(end_factor), total_(total_iters) {
+  LOOM_CHECK(start_factor > 0 && start_factor <= 1 && end_factor >= 0 && end_factor <= 1, ValueError,
+             "LinearLR: factors must be in (0, 1] and [0, 1], got ", start_factor, " and ", end_factor);
+  LOOM_CHECK(total_iters > 0, ValueError, "LinearLR: total_iters must be positive, got ", total_iters);
+  apply();
+}
+double LinearLR::lr_at(double base) const {
+  const double t = double(std::min(last_epoch_, total_)) / double(total_);
+  return base * (start_ + (end_ - start_) * t);
+}
+
+// ---- OneCycleLR -------------------------------------------------------------------------------
+
+OneCycleLR::OneCycleLR(Optimizer& opt, const OneCycleOptions& o) : LRScheduler(opt), o_(o) {
+  LOOM_CHECK(o.total_steps_ > 0, ValueError, "OneCycleLR: total_steps must be positive, got ", o.total_steps_);
+  LOOM_CHECK(o.pct_start_ >= 0 && o.pct_start_ <= 1, ValueError, "OneCycleLR: pct_start must be in [0, 1], got ",
+             o.pct_start_);
+  LOOM_CHECK(o.anneal_strategy_ == "cos" || o.anneal_strategy_ == "linear", ValueError,
+             "OneCycleLR: anneal_strategy must be 'cos' or 'linear', got '", o.anneal_strategy_, "'");
+  for (ParamGroup& g : optimizer_.param_groups()) g.initial_lr = o.max_lr_ / o.div_factor_;
+  if (o.cycle_momentum_) {
+    LOOM_CHECK(dynamic_cast<SGD*>(&opt) || dynamic_cast<Adam*>(&opt), ValueError,
+               "OneCycleLR: cycle_momentum needs an optimizer with momentum (SGD) or betas (Adam); ",
+               opt.name(), " has neither (pass cycle_momentum(false))");
+  }
+  apply();
+  set_momentum();
+}
+
+void OneCycleLR::step() {
+  LOOM_CHECK(last_epoch_ + 1 <= o_.total_steps_, ValueError, "OneCycleLR: tried to step ", last_epoch_ + 1,
+             " times; the specified number of total steps is ", o_.total_steps_);
+  LRScheduler::step();
+  set_momentum();
+}
+
+double OneCycleLR::anneal(double start, double end, double pct) const {
+  if (o_.anneal_strategy_ == "linear") return (end - start) * pct + start;
+  return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+}
+
+// Phase 1 goes initial -> peak over [0, pct_start * total - 1], phase 2 peak -> final.
+double OneCycleLR::schedule(double initial, double peak, double final_value) const {
+  const double end1 = o_.pct_start_ * double(o_.total_steps_) - 1;
+  const double end2 = double(o_.total_steps_) - 1;
+  const double step = double(last_epoch_);
+  if (step <= end1) return anneal(initial, peak, step / end1);
+  return anneal(peak, final_value, (step - end1) / (end2 - end1));
+}
+
+double OneCycleLR::lr_at(double base) const {
+  // base is initial_lr = max_lr / div_factor.
+  return schedule(base, o_.max_lr_, base / o_.final_div_factor_);
+}
+
+void OneCycleLR::set_momentum() {
+  if (!o_.cycle_momentum_) return;
+  const double m = schedule(o_.max_momentum_, o_.base_momentum_, o_.max_momentum_);
+  if (auto* sgd = dynamic_cast<SGD*>(&optimizer_)) sgd->options.momentum_ = m;
+  if (auto* adam = dynamic_cast<Adam*>(&optimizer_)) adam->options.beta1_ = m;
+}
+
+// ---- ReduceLROnPlateau ---------------------------------------------------------------------------
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauOptions& o) : optimizer_(opt), o_(o) {
+  LOOM_CHECK(o.mode_ == "min" || o.mode_ == "max", ValueError, "ReduceLROnPlateau: mode must be 'min' or 'max', got '",
+             o.mode_, "'");
+  LOOM_CHECK(o.threshold_mode_ == "rel" || o.threshold_mode_ == "abs", ValueError,
+             "ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', got '", o.threshold_mode_, "'");
+  LOOM_CHECK(o.factor_ < 1.0, ValueError, "ReduceLROnPlateau: factor must be < 1, got ", o.factor_);
+  best_ = o.mode_ == "min" ? INFINITY : -INFINITY;
+}
+
+bool ReduceLROnPlateau::is_better(double a, double best) const {
+  const bool rel = o_.threshold_mode_ == "rel";
+  if (o_.mode_ == "min") return rel ? a < best * (1 - o_.threshold_) : a < best - o_.threshold_;
+  return rel ? a > best * (1 + o_.threshold_) : a > best + o_.threshold_;
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  ++last_epoch_;
+  if (is_better(metric, best_)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;
+  }
+  if (num_bad_epochs_ > o_.patience_) {
+    for (ParamGroup& g : optimizer_.param_groups()) {
+      const double new_lr = std::max(g.lr * o_.factor_, o_.min_lr_);
+      if (g.lr - new_lr > o_.eps_) g.lr = new_lr;
+    }
+    cooldown_counter_ = o_.cooldown_;
+    num_bad_epochs_ = 0;
+  }
+}
+
+StateDict ReduceLROnPlateau::state_dict() const {
+  return {{"best", scalar_tensor(best_, kFloat64)},
+          {"num_bad_epochs", scalar_tensor(num_bad_epochs_, kInt64)},
+          {"cooldown_counter", scalar_tensor(cooldown_counter_, kInt64)},
+          {"last_epoch", scalar_tensor(last_epoch_, kInt64)}};
+}
+
+void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
+  auto get = [&](const char* key) -> const Tensor& {
+    auto it = state.find(key);
+    LOOM_CHECK(it != state.end(), ValueError, "ReduceLROnPlateau.load_state_dict: missing key '", key, "'");
+    return it->second;
+  };
+  best_ = get("best").item<double>();
+  num_bad_epochs_ = get("num_bad_epochs").item<int64_t>();
+  cooldown_counter_ = get("cooldown_counter").item<int64_t>();
+  last_epoch_ = get("last_epoch").item<int64_t>();
+}
+
+}  // namespace loom::optim

@@ -1,0 +1,107 @@
+#include "optim/optimizer.h"
+
+#include "autograd/grad_mode.h"
+#include "core/factories.h"
+
+namespace loom::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name) : name_(name) {
+  add_param_group(std::move(params), lr);
+}
+
+void Optimizer::add_param_group(std::vector<Tensor> params, double lr) {
+  LOOM_CHECK(lr >= 0, ValueError, name_, ": invalid learning rate ", lr);
+  LOOM_CHECK(!params.empty(), ValueError, name_, ": got an empty parameter list");
+  for (size_t i = 0; i < params.size(); ++i) {
+    LOOM_CHECK(params[i].defined() && params[i].is_leaf() && params[i].requires_grad(), ValueError,
+               name_, ": parameter ", i, " must be a leaf tensor that requires grad");
+  }
+  groups_.push_back({std::move(params), lr, lr});
+}
+
+void Optimizer::set_lr(double lr) {
+  LOOM_CHECK(lr >= 0, ValueError, name_, ": invalid learning rate ", lr);
+  for (ParamGroup& g : groups_) g.lr = lr;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (ParamGroup& g : groups_)
+    for (Tensor& p : g.params) {
+      if (!p.grad().defined()) continue;
+      if (set_to_none) {
+        p.mutable_grad() = Tensor();
+      } else {
+        NoGradGuard no_grad;
+        p.mutable_grad().zero_();
+      }
+    }
+}
+
+Tensor& Optimizer::state(size_t i, const std::string& key, const Tensor& like) {
+  Tensor& t = state_[i][key];
+  if (!t.defined()) t = zeros(like.sizes(), like.options());
+  return t;
+}
+
+bool Optimizer::has_state(size_t i, const std::string& key) const {
+  auto it = state_.find(i);
+  return it != state_.end() && it->second.count(key);
+}
+
+void Optimizer::check_param(const Tensor& p) const {
+  const Tensor& g = p.grad();
+  LOOM_CHECK(g.sizes() == p.sizes() && g.device() == p.device() && g.dtype() == p.dtype(), ValueError,
+             name_, ": gradient ", shape_str(g.sizes()), " ", dtype_name(g.dtype()), " on ", g.device(),
+             " does not match its parameter ", shape_str(p.sizes()), " ", dtype_name(p.dtype()), " on ",
+             p.device());
+  LOOM_CHECK(p.is_contiguous() && g.is_contiguous(), ValueError, name_,
+             ": parameters and gradients must be contiguous");
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict out;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    out["param_groups." + std::to_string(gi) + ".lr"] = scalar_tensor(groups_[gi].lr, kFloat64);
+    out["param_groups." + std::to_string(gi) + ".initial_lr"] = scalar_tensor(groups_[gi].initial_lr, kFloat64);
+  }
+  out["step"] = scalar_tensor(step_count_, kInt64);
+  for (const auto& [i, buffers] : state_)
+    for (const auto& [key, t] : buffers) out["state." + std::to_string(i) + "." + key] = t.detach();
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  auto get = [&](const std::string& key) -> const Tensor& {
+    auto it = state.find(key);
+    LOOM_CHECK(it != state.end(), ValueError, name_, ".load_state_dict: missing key '", key, "'");
+    return it->second;
+  };
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    groups_[gi].lr = get("param_groups." + std::to_string(gi) + ".lr").item<double>();
+    groups_[gi].initial_lr = get("param_groups." + std::to_string(gi) + ".initial_lr").item<double>();
+  }
+  step_count_ = get("step").item<int64_t>();
+  std::vector<const Tensor*> flat;
+  for (const ParamGroup& g : groups_)
+    for (const Tensor& p : g.params) flat.push_back(&p);
+  state_.clear();
+  for (const auto& [key, t] : state) {
+    if (key.rfind("state.", 0) != 0) continue;
+    const size_t dot = key.find('.', 6);
+    LOOM_CHECK(dot != std::string::npos, ValueError, name_, ".load_state_dict: bad key '", key, "'");
+    size_t i = 0;
+    try {
+      i = std::stoul(key.substr(6, dot - 6));
+    } catch (const std::exception&) {
+      throw ValueError(std::string(name_) + ".load_state_dict: bad key '" + key + "'");
+    }
+    LOOM_CHECK(i < flat.size(), ValueError, name_, ".load_state_dict: key '", key, "' names parameter ", i,
+               " but the optimizer has ", flat.size());
+    const Tensor& p = *flat[i];
+    LOOM_CHECK(t.sizes() == p.sizes() || t.numel() == 1, ValueError, name_, ".load_state_dict: '", key,
+               "' has shape ", shape_str(t.sizes()), " but parameter ", i, " has shape ", shape_str(p.sizes()));
+    state_[i][key.substr(dot + 1)] = t.to(p.device()).to(t.numel() == 1 && t.sizes() != p.sizes() ? t.dtype() : p.dtype()).clone();
+  }
+}
+
+}  // namespace loom::optim

@@ -1,0 +1,68 @@
+// Optimizer base: parameter groups with a learning rate each, per-parameter state
+// tensors, zero_grad, and a state_dict made of tensors (so that it can be saved in a
+// safetensors checkpoint beside the model).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom::optim {
+
+using StateDict = std::map<std::string, Tensor>;
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  double lr = 1e-3;
+  double initial_lr = 1e-3;  // set when the optimizer is made; schedulers start from it
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Tensor> params, double lr, const char* name);
+  virtual ~Optimizer() = default;
+
+  // One update of every parameter that has a gradient.
+  virtual void step() = 0;
+  void zero_grad(bool set_to_none = true);
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // Adds a group with its own learning rate (as optimizer.add_param_group).
+  void add_param_group(std::vector<Tensor> params, double lr);
+  double lr() const { return groups_.front().lr; }
+  void set_lr(double lr);  // every group
+  const char* name() const { return name_; }
+
+  // "param_groups.<g>.lr", "state.<i>.<buffer>" (i counts parameters across groups).
+  StateDict state_dict() const;
+  // Throws ValueError naming the key when a state tensor is missing or mis-shaped.
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  // The state tensor `key` of parameter i (created as zeros like p on first use).
+  Tensor& state(size_t i, const std::string& key, const Tensor& like);
+  bool has_state(size_t i, const std::string& key) const;
+  // Calls fn(i, p) for every parameter with a gradient; i is its global index.
+  template <typename F>
+  void for_each_param(F&& fn) {
+    size_t i = 0;
+    for (ParamGroup& g : groups_)
+      for (Tensor& p : g.params) {
+        if (p.grad().defined()) fn(i, p, g);
+        ++i;
+      }
+  }
+  // Checks p and its gradient before an update: same shape, device and dtype.
+  void check_param(const Tensor& p) const;
+  int64_t step_count_ = 0;
+
+ private:
+  const char* name_;
+  std::vector<ParamGroup> groups_;
+  std::map<size_t, std::map<std::string, Tensor>> state_;
+};
+
+}  // namespace loom::optim

@@ -1,0 +1,30 @@
+#include "optim/sgd.h"
+
+#include "autograd/grad_mode.h"
+#include "optim/fused_update.h"
+#include "optim/update_math.h"
+
+namespace loom::optim {
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(params), o.lr_, "SGD"), options(o) {
+  LOOM_CHECK(o.momentum_ >= 0, ValueError, "SGD: invalid momentum ", o.momentum_);
+  LOOM_CHECK(o.weight_decay_ >= 0, ValueError, "SGD: invalid weight_decay ", o.weight_decay_);
+  LOOM_CHECK(!o.nesterov_ || (o.momentum_ > 0 && o.dampening_ == 0), ValueError,
+             "SGD: nesterov momentum needs momentum > 0 and dampening = 0");
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  ++step_count_;
+  for_each_param([&](size_t i, Tensor& p, ParamGroup& group) {
+    check_param(p);
+    const bool first = !has_state(i, "momentum_buffer");
+    Tensor buf = state(i, "momentum_buffer", p);
+    fused_update<1>("SGD", p, {buf}, [&]<typename M>() {
+      return SgdMath<M>{M(group.lr), M(options.momentum_), M(options.dampening_), M(options.weight_decay_),
+                        options.nesterov_, first};
+    });
+  });
+}
+
+}  // namespace loom::optim
