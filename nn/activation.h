@@ -17,7 +17,7 @@ class GELUImpl : public Module {
   // approximate = "none" (erf) or "tanh", as PyTorch.
   explicit GELUImpl(std::string approximate = "none");
   Tensor forward(const Tensor& x) { return x.gelu(tanh_); }
-  std::string extra_repr() const override { return tanh_ ? "approximate='tanh'" : ""; }
+  std::string extra_repr() const override { return tanh_ ? "approximate='tanh'" : "approximate='none'"; }
 
  private:
   bool tanh_ = false;

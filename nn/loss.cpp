@@ -28,7 +28,7 @@ void check_same_shape(const Tensor& input, const Tensor& target, const char* op)
 struct FlatClasses {
   Tensor scores;  // (M, C)
   Tensor target;  // (M) int64
-  Shape target_shape;
+  Shape target_shape, input_shape;
 };
 
 FlatClasses flatten_classes(const Tensor& input, const Tensor& target, const char* op) {
@@ -50,45 +50,46 @@ FlatClasses flatten_classes(const Tensor& input, const Tensor& target, const cha
     order.push_back(1);
     scores = input.permute(order).reshape({-1, C});
   }
-  return {scores, target.reshape({-1}).to(kInt64), target.sizes()};
+  return {scores, target.reshape({-1}).to(kInt64), target.sizes(), input.sizes()};
 }
 
-// The target distribution q (M, C): (1 - eps) · w[y] on the target class plus eps/C · w on
-// every class, zero for rows whose target is ignore_index. Its row sums are the weights
-// that "mean" divides by: w[y] of the kept rows, as PyTorch.
-struct TargetDistribution {
-  Tensor q;           // (M, C)
-  Tensor row_weight;  // (M) w[y], 0 for ignored rows
+// The class weights of each row: w[y] for kept rows, 0 for rows whose target is
+// ignore_index. "mean" divides by their sum, as PyTorch.
+struct RowWeights {
+  Tensor w;           // (C) class weights, ones when none are given
+  Tensor safe;        // (M) targets, ignored rows -> class 0
+  Tensor keep;        // (M) 1 for kept rows, 0 for ignored ones, in the scores' dtype
+  Tensor row_weight;  // (M) w[y] · keep
 };
 
-TargetDistribution target_distribution(const FlatClasses& f, const CrossEntropyLossOptions& o, const char* op) {
+RowWeights row_weights(const FlatClasses& f, const CrossEntropyLossOptions& o, const char* op) {
   const int64_t C = f.scores.size(1);
-  const TensorOptions opt = f.scores.options();
-  Tensor w = o.weight_.defined() ? o.weight_ : ones({C}, opt);
+  Tensor w = o.weight_.defined() ? o.weight_ : ones({C}, f.scores.options());
   LOOM_CHECK(w.dim() == 1 && w.size(0) == C, ShapeError, op, ": weight of shape ", shape_str(w.sizes()),
-             " does not match ", C, " classes");
+             " does not match ", C, " classes of input ", shape_str(f.input_shape));
   w = w.detach().to(f.scores.dtype());
-  Tensor keep = f.target.ne(o.ignore_index_);                     // (M) bool
-  Tensor safe = where(keep, f.target, zeros({}, kInt64));         // (M) ignored rows -> class 0
+  Tensor keep = f.target.ne(o.ignore_index_);                // (M) bool
+  Tensor safe = where(keep, f.target, zeros({}, kInt64));    // (M)
   if (safe.numel() > 0) {
     const int64_t lo = safe.min().item<int64_t>(), hi = safe.max().item<int64_t>();
-    LOOM_CHECK(lo >= 0 && hi < C, IndexError, op, ": target class ", lo < 0 ? lo : hi,
-               " is out of range for ", C, " classes (ignore_index ", o.ignore_index_, ")");
+    LOOM_CHECK(lo >= 0 && hi < C, IndexError, op, ": target class ", lo < 0 ? lo : hi, " is out of range for ",
+               C, " classes of input ", shape_str(f.input_shape), " (ignore_index ", o.ignore_index_, ")");
   }
   Tensor keep_f = keep.to(f.scores.dtype());
-  Tensor row_weight = w.index_select(0, safe) * keep_f;          // (M)
-  const double eps = o.label_smoothing_;
-  Tensor q = one_hot(safe, C).to(f.scores.dtype()) * row_weight.unsqueeze(1) * (1.0 - eps);
-  if (eps > 0) q = q + w.unsqueeze(0) * keep_f.unsqueeze(1) * (eps / double(C));
-  return {q, row_weight};
+  return {w, safe, keep_f, w.index_select(0, safe) * keep_f};
+}
+
+// -w[y] · scores[m, y] for each row m (0 for ignored rows): (M, C) -> (M).
+Tensor nll_rows(const Tensor& scores, const RowWeights& r) {
+  return scores.gather(1, r.safe.unsqueeze(1)).squeeze(1) * r.row_weight.neg();
 }
 
 // Applies the reduction of a class-index loss: "mean" divides by the kept rows' weights.
-Tensor reduce_class_loss(const Tensor& rows, const TargetDistribution& t, const FlatClasses& f,
+Tensor reduce_class_loss(const Tensor& rows, const RowWeights& r, const FlatClasses& f,
                          const std::string& reduction) {
   if (reduction == "none") return rows.reshape(f.target_shape);
   if (reduction == "sum") return rows.sum();
-  return rows.sum() / t.row_weight.sum();
+  return rows.sum() / r.row_weight.sum();
 }
 
 }  // namespace
@@ -96,26 +97,34 @@ Tensor reduce_class_loss(const Tensor& rows, const TargetDistribution& t, const 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyLossOptions& o) {
   const char* op = "cross_entropy";
   check_reduction(o.reduction_, op);
-  LOOM_CHECK(o.label_smoothing_ >= 0 && o.label_smoothing_ <= 1, ValueError, op,
-             ": label_smoothing must be in [0, 1], got ", o.label_smoothing_);
+  const double eps = o.label_smoothing_;
+  LOOM_CHECK(eps >= 0 && eps <= 1, ValueError, op, ": label_smoothing must be in [0, 1], got ", eps);
   FlatClasses f = flatten_classes(input, target, op);
-  TargetDistribution t = target_distribution(f, o, op);
+  RowWeights r = row_weights(f, o, op);
+  const double C = double(f.scores.size(1));
   Tensor logp, rows;
   {
     NoGradGuard no_grad;
-    logp = f.scores.log_softmax(1);          // (M, C)
-    rows = (t.q * logp).sum(1).neg();        // (M) -Σ_c q log p
+    logp = f.scores.log_softmax(1);                         // (M, C)
+    // (1 - eps) · NLL + eps/C · Σ_c -w_c log p_c, as PyTorch (no 0 · -inf from masked logits
+    // without smoothing).
+    rows = nll_rows(logp, r) * (1.0 - eps);                 // (M)
+    if (eps > 0) rows = rows - (logp * r.w).sum(1) * r.keep * (eps / C);
   }
   if (needs_grad(f.scores)) {
+    // rows_m = -Σ_c q_mc log p_mc with the target distribution q (M, C): (1 - eps) · w[y] on
+    // the target class plus eps/C · w on every class (0 for ignored rows). Then
     // d rows_m / d scores_m = softmax_m · Σ_c q_mc - q_m: log_softmax and NLL in one node.
-    record("CrossEntropyBackward", {f.scores}, {rows}, {logp, t.q}, [](BackwardContext& ctx) {
+    Tensor q = one_hot(r.safe, f.scores.size(1)).to(f.scores.dtype()) * (r.row_weight * (1.0 - eps)).unsqueeze(1);
+    if (eps > 0) q = q + r.w.unsqueeze(0) * r.keep.unsqueeze(1) * (eps / C);
+    record("CrossEntropyBackward", {f.scores}, {rows}, {logp, q}, [](BackwardContext& ctx) {
       const Tensor& logp = ctx.saved[0];
       const Tensor& q = ctx.saved[1];
       Tensor g = ctx.grad().unsqueeze(1);  // (M, 1)
       return std::vector<Tensor>{(logp.exp() * q.sum(1, true) - q) * g};
     });
   }
-  return reduce_class_loss(rows, t, f, o.reduction_);
+  return reduce_class_loss(rows, r, f, o.reduction_);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
@@ -123,8 +132,8 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
   check_reduction(o.reduction_, op);
   LOOM_CHECK(o.label_smoothing_ == 0, ValueError, op, ": label_smoothing is for cross_entropy");
   FlatClasses f = flatten_classes(input, target, op);
-  TargetDistribution t = target_distribution(f, o, op);
-  return reduce_class_loss((t.q * f.scores).sum(1).neg(), t, f, o.reduction_);
+  RowWeights r = row_weights(f, o, op);
+  return reduce_class_loss(nll_rows(f.scores, r), r, f, o.reduction_);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
@@ -153,6 +162,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1L
 Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const BCEWithLogitsLossOptions& o) {
   check_reduction(o.reduction_, "binary_cross_entropy_with_logits");
   check_same_shape(x, y, "binary_cross_entropy_with_logits");
+  LOOM_CHECK(y.is_floating_point(), DTypeError, "binary_cross_entropy_with_logits: target of shape ",
+             shape_str(y.sizes()), " must be floating point (probabilities), got ", dtype_name(y.dtype()));
   // Stable form: (1 - y) x + (1 + (pw - 1) y) (log(1 + e^-|x|) + max(-x, 0)).
   Tensor softplus_neg = x.abs().neg().exp().log1p() + x.neg().clamp(0.0, std::nullopt);
   Tensor log_weight = o.pos_weight_.defined() ? (o.pos_weight_ - 1.0) * y + 1.0 : Tensor();

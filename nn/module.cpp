@@ -1,7 +1,12 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
+#include <typeinfo>
+#include <unordered_set>
 
 #include "autograd/grad_mode.h"
 
@@ -12,8 +17,9 @@ void throw_empty_holder() {
 }
 
 namespace {
-void check_name(const std::string& name, const std::string& type, const char* what) {
-  LOOM_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, type, ".", what,
+// m.type_name() only on failure: during a base class's constructor typeid names the base.
+void check_name(const std::string& name, const Module& m, const char* what) {
+  LOOM_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, m.type_name(), ".", what,
              ": name '", name, "' must be non-empty and contain no '.'");
 }
 
@@ -24,10 +30,10 @@ bool has_name(const Entries& entries, const std::string& name) {
 }  // namespace
 
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
-  check_name(name, type_name_, "register_parameter");
+  check_name(name, *this, "register_parameter");
   LOOM_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
-             ValueError, type_name_, ".register_parameter: '", name, "' is already registered");
-  LOOM_CHECK(t.defined(), ValueError, type_name_, ".register_parameter: '", name, "' is undefined");
+             ValueError, type_name(), ".register_parameter: '", name, "' is already registered");
+  LOOM_CHECK(t.defined(), ValueError, type_name(), ".register_parameter: '", name, "' is undefined");
   if (!t.is_leaf()) t = t.detach();
   if (requires_grad) t.requires_grad_(true);
   parameters_.emplace_back(name, t);
@@ -35,18 +41,18 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor t) {
-  check_name(name, type_name_, "register_buffer");
+  check_name(name, *this, "register_buffer");
   LOOM_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
-             ValueError, type_name_, ".register_buffer: '", name, "' is already registered");
+             ValueError, type_name(), ".register_buffer: '", name, "' is already registered");
   buffers_.emplace_back(name, t);
   return t;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
-  check_name(name, type_name_, "register_module");
-  LOOM_CHECK(child != nullptr, ValueError, type_name_, ".register_module: '", name, "' is empty");
+  check_name(name, *this, "register_module");
+  LOOM_CHECK(child != nullptr, ValueError, type_name(), ".register_module: '", name, "' is empty");
   LOOM_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
-             ValueError, type_name_, ".register_module: '", name, "' is already registered");
+             ValueError, type_name(), ".register_module: '", name, "' is already registered");
   children_.emplace_back(name, std::move(child));
 }
 
@@ -57,17 +63,20 @@ void Module::collect(const std::string& prefix, bool recurse, bool params, Named
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", true, params, out);
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
+NamedTensors Module::named_tensors(bool params, bool recurse, bool dedupe) const {
+  NamedTensors all;
+  collect("", recurse, params, all);
+  if (!dedupe) return all;
   NamedTensors out;
-  collect("", recurse, true, out);
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& entry : all)
+    if (seen.insert(entry.second.impl()).second) out.push_back(std::move(entry));
   return out;
 }
 
-NamedTensors Module::named_buffers(bool recurse) const {
-  NamedTensors out;
-  collect("", recurse, false, out);
-  return out;
-}
+NamedTensors Module::named_parameters(bool recurse) const { return named_tensors(true, recurse, true); }
+
+NamedTensors Module::named_buffers(bool recurse) const { return named_tensors(false, recurse, true); }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
   std::vector<Tensor> out;
@@ -93,8 +102,10 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_child
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
+  std::unordered_set<const Module*> seen{this};
   for (const auto& [name, child] : children_)
-    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+    for (auto& [sub, m] : child->named_modules())
+      if (seen.insert(m.get()).second) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
   return out;
 }
 
@@ -139,14 +150,14 @@ void Module::zero_grad(bool set_to_none) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [name, t] : named_parameters()) out[name] = t.detach();
-  for (auto& [name, t] : named_buffers()) out[name] = t.detach();
+  for (bool params : {true, false})
+    for (auto& [name, t] : named_tensors(params, true, false)) out[name] = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  NamedTensors own = named_parameters();
-  NamedTensors bufs = named_buffers();
+  NamedTensors own = named_tensors(true, true, false);
+  NamedTensors bufs = named_tensors(false, true, false);
   own.insert(own.end(), bufs.begin(), bufs.end());
   std::vector<std::string> missing, unexpected, mismatched;
   for (auto& [name, t] : own) {
@@ -167,7 +178,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   if (strict && !missing.empty()) problems << "\n  missing keys: " << join(missing);
   if (strict && !unexpected.empty()) problems << "\n  unexpected keys: " << join(unexpected);
   if (!mismatched.empty()) problems << "\n  shape mismatches: " << join(mismatched);
-  LOOM_CHECK(problems.str().empty(), ValueError, type_name_, ".load_state_dict: the state does not fit",
+  LOOM_CHECK(problems.str().empty(), ValueError, type_name(), ".load_state_dict: the state does not fit",
              problems.str());
   NoGradGuard no_grad;
   for (auto& [name, t] : own) {
@@ -176,24 +187,41 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   }
 }
 
-void Module::print(std::ostream& os, int indent) const {
-  os << type_name_ << "(" << extra_repr();
-  if (!children_.empty()) {
-    os << "\n";
-    for (const auto& [name, child] : children_) {
-      os << std::string(size_t(indent + 2), ' ') << "(" << name << "): ";
-      child->print(os, indent + 2);
-      os << "\n";
-    }
-    os << std::string(size_t(indent), ' ');
+const std::string& Module::type_name() const {
+  if (type_name_.empty()) {
+    const char* mangled = typeid(*this).name();
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    std::string name = status == 0 ? demangled : mangled;
+    std::free(demangled);
+    // "ns::(anonymous namespace)::Net" -> "Net" (the last "::" outside template arguments)
+    const size_t colons = name.substr(0, name.find('<')).rfind("::");
+    type_name_ = colons == std::string::npos ? name : name.substr(colons + 2);
   }
-  os << ")";
+  return type_name_;
 }
 
+// As PyTorch's Module.__repr__: a one-line extra_repr stays on the module's line; with
+// children (or several extra lines) each goes on its own line, indented by two spaces.
 std::string Module::str() const {
-  std::ostringstream os;
-  print(os, 0);
-  return os.str();
+  std::vector<std::string> lines;
+  std::istringstream extra(extra_repr());
+  for (std::string line; std::getline(extra, line);) lines.push_back(line);
+  const size_t extra_lines = lines.size();
+  for (const auto& [name, child] : children_) {
+    std::string child_str = child->str();
+    for (size_t at = child_str.find('\n'); at != std::string::npos; at = child_str.find('\n', at + 1))
+      child_str.insert(at + 1, "  ");
+    lines.push_back("(" + name + "): " + child_str);
+  }
+  std::string s = type_name() + "(";
+  if (extra_lines == 1 && children_.empty()) {
+    s += lines[0];
+  } else if (!lines.empty()) {
+    for (const std::string& line : lines) s += "\n  " + line;
+    s += "\n";
+  }
+  return s + ")";
 }
 
 std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.str(); }

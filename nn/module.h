@@ -32,7 +32,8 @@ using StateDict = std::map<std::string, Tensor>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
-  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  // type_name is what str() prints; empty means the class's own name (as PyTorch).
+  explicit Module(std::string type_name = "") : type_name_(std::move(type_name)) {}
   virtual ~Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -55,6 +56,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void add_child(const std::string& name, std::shared_ptr<Module> child);
 
   // ---- traversal ------------------------------------------------------------------------
+  // A tensor or module reachable under several names (tied weights, a shared layer) is
+  // listed once, under its first name, as in PyTorch; state_dict keeps every name.
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
@@ -88,7 +91,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void load_state_dict(const StateDict& state, bool strict = true);
 
   // ---- printing -----------------------------------------------------------------------------------
-  const std::string& type_name() const { return type_name_; }
+  // The name given to the constructor, else the demangled class name without namespaces.
+  const std::string& type_name() const;
   // The part inside the parentheses of this module's line, e.g. "in_features=4, ...".
   virtual std::string extra_repr() const { return ""; }
   std::string str() const;  // the module tree, as print(model)
@@ -97,10 +101,11 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_ = true;
 
  private:
+  // Parameters (params) or buffers with dotted names; dedupe drops repeated tensors.
+  NamedTensors named_tensors(bool params, bool recurse, bool dedupe) const;
   void collect(const std::string& prefix, bool recurse, bool params, NamedTensors& out) const;
-  void print(std::ostream& os, int indent) const;
 
-  std::string type_name_;
+  mutable std::string type_name_;  // filled from typeid on first use when not given
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -1,6 +1,7 @@
 #include "nn/rnn.h"
 
 #include <cmath>
+#include <sstream>
 
 #include "autograd/functions/rnn_layer.h"
 #include "core/factories.h"
@@ -14,17 +15,27 @@ using kernels::RNNMode;
 
 namespace {
 
-std::vector<int64_t> lengths_vector(const Tensor& lengths, int64_t T, int64_t B, const char* op) {
+// input: the module's input as given (for messages); T, B its steps and batch size.
+std::vector<int64_t> lengths_vector(const Tensor& lengths, const Tensor& input, int64_t T, int64_t B,
+                                    const char* op) {
   if (!lengths.defined()) return {};
   LOOM_CHECK(lengths.dim() == 1 && lengths.size(0) == B, ShapeError, op, ": lengths of shape ",
-             shape_str(lengths.sizes()), " do not match the batch size ", B);
+             shape_str(lengths.sizes()), " do not match the batch size ", B, " of the input of shape ",
+             shape_str(input.sizes()));
   LOOM_CHECK(!lengths.is_floating_point() && lengths.dtype() != kBool, DTypeError, op,
              ": lengths must be an integer tensor, got ", dtype_name(lengths.dtype()));
   std::vector<int64_t> v = lengths.to_vector<int64_t>();
   for (size_t b = 0; b < v.size(); ++b)
     LOOM_CHECK(v[b] >= 1 && v[b] <= T, ValueError, op, ": length ", v[b], " of sequence ", b,
-               " is outside [1, ", T, "] for an input of ", T, " steps");
+               " is outside [1, ", T, "] for an input of shape ", shape_str(input.sizes()));
   return v;
+}
+
+// The kernels read every tensor as the input's dtype on the input's device.
+void check_like(const Tensor& t, const Tensor& input, const char* what, const char* op) {
+  LOOM_CHECK(t.dtype() == input.dtype() && t.device() == input.device(), DTypeError, op, ": the dtype and device of ",
+             what, " (", dtype_name(t.dtype()), " on ", t.device(), ") do not match the input's (",
+             dtype_name(input.dtype()), " on ", input.device(), ")");
 }
 
 Tensor zeros_state(int64_t n, int64_t B, int64_t H, const Tensor& like) {
@@ -81,12 +92,17 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
   LOOM_CHECK(x.size(2) == options.input_size_, ShapeError, op, ": input of shape ", shape_str(input.sizes()),
              " has feature size ", x.size(2), ", expected input_size ", options.input_size_);
   LOOM_CHECK(T > 0, ShapeError, op, ": the input has no time steps, shape ", shape_str(input.sizes()));
-  const std::vector<int64_t> lens = lengths_vector(lengths, T, B, op);
+  const std::vector<int64_t> lens = lengths_vector(lengths, input, T, B, op);
   const bool lstm = mode_ == RNNMode::LSTM;
+  check_like(flat_weights_[0], input, "the parameters", op);
   Tensor h0 = state.h.defined() ? state.h : zeros_state(L * D, B, H, x);
   Tensor c0 = lstm ? (state.c.defined() ? state.c : zeros_state(L * D, B, H, x)) : Tensor();
   check_state(h0, {L * D, B, H}, "h0", op);
-  if (lstm) check_state(c0, {L * D, B, H}, "c0", op);
+  check_like(h0, input, "h0", op);
+  if (lstm) {
+    check_state(c0, {L * D, B, H}, "c0", op);
+    check_like(c0, input, "c0", op);
+  }
 
   std::vector<Tensor> h_n, c_n;
   Tensor layer_input = x;
@@ -112,15 +128,16 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
   return out;
 }
 
+// As PyTorch's RNNBase.extra_repr (which does not show the nonlinearity).
 std::string RNNBaseImpl::extra_repr() const {
-  std::string s = std::to_string(options.input_size_) + ", " + std::to_string(options.hidden_size_);
-  if (options.num_layers_ != 1) s += ", num_layers=" + std::to_string(options.num_layers_);
-  if (mode_ == RNNMode::RNN_RELU) s += ", nonlinearity='relu'";
-  if (!options.bias_) s += ", bias=False";
-  if (options.batch_first_) s += ", batch_first=True";
-  if (options.dropout_ != 0) s += ", dropout=" + std::to_string(options.dropout_);
-  if (options.bidirectional_) s += ", bidirectional=True";
-  return s;
+  std::ostringstream os;
+  os << options.input_size_ << ", " << options.hidden_size_;
+  if (options.num_layers_ != 1) os << ", num_layers=" << options.num_layers_;
+  if (!options.bias_) os << ", bias=False";
+  if (options.batch_first_) os << ", batch_first=True";
+  if (options.dropout_ != 0) os << ", dropout=" << options.dropout_;
+  if (options.bidirectional_) os << ", bidirectional=True";
+  return os.str();
 }
 
 namespace {
@@ -164,9 +181,13 @@ RNNState RNNCellBaseImpl::forward(const Tensor& x, const RNNState& state) {
   Tensor c = lstm ? (state.c.defined() ? state.c : zeros({B, hidden_size}, x.options())) : Tensor();
   LOOM_CHECK(h.sizes() == Shape({B, hidden_size}), ShapeError, op, ": hidden state of shape ", shape_str(h.sizes()),
              ", expected ", shape_str({B, hidden_size}));
-  if (lstm)
+  check_like(weight_ih, x, "the parameters", op);
+  check_like(h, x, "the hidden state", op);
+  if (lstm) {
     LOOM_CHECK(c.sizes() == Shape({B, hidden_size}), ShapeError, op, ": cell state of shape ",
                shape_str(c.sizes()), ", expected ", shape_str({B, hidden_size}));
+    check_like(c, x, "the cell state", op);
+  }
   // A cell is a one-step layer: the same fused kernel and backward.
   RNNLayerResult r = rnn_layer(mode_, x.unsqueeze(0), h, c, weight_ih, weight_hh, bias_ih, bias_hh, {}, false);
   return {r.h_n, r.c_n};
@@ -175,7 +196,7 @@ RNNState RNNCellBaseImpl::forward(const Tensor& x, const RNNState& state) {
 std::string RNNCellBaseImpl::extra_repr() const {
   std::string s = std::to_string(input_size) + ", " + std::to_string(hidden_size);
   if (!bias_ih.defined()) s += ", bias=False";
-  if (mode_ == RNNMode::RNN_RELU) s += ", nonlinearity='relu'";
+  if (mode_ == RNNMode::RNN_RELU) s += ", nonlinearity=relu";
   return s;
 }
 

@@ -1,6 +1,8 @@
 // optim::Adam and optim::AdamW, as torch.optim.Adam / AdamW.
 #pragma once
 
+#include <optional>
+
 #include "optim/optimizer.h"
 
 namespace loom::optim {
@@ -11,7 +13,9 @@ struct AdamOptions {
   AdamOptions& eps(double e) { eps_ = e; return *this; }
   AdamOptions& weight_decay(double w) { weight_decay_ = w; return *this; }
   AdamOptions& amsgrad(bool a) { amsgrad_ = a; return *this; }
-  double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
+  double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
+  // Unset means PyTorch's default: 0 for Adam, 1e-2 for AdamW (the optimizer fills it in).
+  std::optional<double> weight_decay_;
   bool amsgrad_ = false;
 };
 
@@ -33,7 +37,7 @@ class Adam : public Optimizer {
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, true, "AdamW") {}
-  AdamW(std::vector<Tensor> params, double lr) : AdamW(std::move(params), AdamOptions(lr).weight_decay(1e-2)) {}
+  AdamW(std::vector<Tensor> params, double lr) : AdamW(std::move(params), AdamOptions(lr)) {}
 };
 
 }  // namespace loom::optim

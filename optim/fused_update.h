@@ -12,7 +12,9 @@
 namespace loom::optim {
 
 // make_math.template operator()<M>() returns the functor for opmath type M; it is called
-// as math(p, g, state_0, ..., state_{K-1}) with M& for p and the states.
+// as math(p, g, state_0, ..., state_{K-1}) with M& for p and the states. An undefined
+// state tensor (a buffer the options switch off, e.g. amsgrad's max without amsgrad)
+// reaches the functor as a scratch value that starts at 0 and is dropped.
 template <size_t K, typename MakeMath>
 void fused_update(const char* op, const Tensor& p, const std::array<Tensor, K>& states, MakeMath&& make_math) {
   const Tensor& g = p.grad();
@@ -24,15 +26,16 @@ void fused_update(const char* op, const Tensor& p, const std::array<Tensor, K>& 
     T* pp = static_cast<T*>(p.data());
     const T* gp = static_cast<const T*>(g.data());
     std::array<T*, K> sp;
-    for (size_t k = 0; k < K; ++k) sp[k] = static_cast<T*>(states[k].data());
+    for (size_t k = 0; k < K; ++k) sp[k] = states[k].defined() ? static_cast<T*>(states[k].data()) : nullptr;
     parallel_for(0, p.numel(), 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         M pv = M(pp[i]);
         std::array<M, K> sv;
-        for (size_t k = 0; k < K; ++k) sv[k] = M(sp[k][i]);
+        for (size_t k = 0; k < K; ++k) sv[k] = sp[k] ? M(sp[k][i]) : M(0);
         std::apply([&](auto&... s) { math(pv, M(gp[i]), s...); }, sv);
         pp[i] = T(pv);
-        for (size_t k = 0; k < K; ++k) sp[k][i] = T(sv[k]);
+        for (size_t k = 0; k < K; ++k)
+          if (sp[k]) sp[k][i] = T(sv[k]);
       }
     });
   });

@@ -6,6 +6,7 @@
 
 #include "core/factories.h"
 #include "optim/adam.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 
 namespace loom::optim {
@@ -46,8 +47,7 @@ double StepLR::lr_at(double base) const { return base * std::pow(gamma_, double(
 
 MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma)
     : LRScheduler(opt), milestones_(std::move(milestones)), gamma_(gamma) {
-  LOOM_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()), ValueError,
-             "MultiStepLR: milestones must be increasing");
+  std::sort(milestones_.begin(), milestones_.end());
   apply();
 }
 double MultiStepLR::lr_at(double base) const {
@@ -89,8 +89,8 @@ OneCycleLR::OneCycleLR(Optimizer& opt, const OneCycleOptions& o) : LRScheduler(o
              "OneCycleLR: anneal_strategy must be 'cos' or 'linear', got '", o.anneal_strategy_, "'");
   for (ParamGroup& g : optimizer_.param_groups()) g.initial_lr = o.max_lr_ / o.div_factor_;
   if (o.cycle_momentum_) {
-    LOOM_CHECK(dynamic_cast<SGD*>(&opt) || dynamic_cast<Adam*>(&opt), ValueError,
-               "OneCycleLR: cycle_momentum needs an optimizer with momentum (SGD) or betas (Adam); ",
+    LOOM_CHECK(dynamic_cast<SGD*>(&opt) || dynamic_cast<RMSprop*>(&opt) || dynamic_cast<Adam*>(&opt), ValueError,
+               "OneCycleLR: cycle_momentum needs an optimizer with momentum (SGD, RMSprop) or betas (Adam); ",
                opt.name(), " has neither (pass cycle_momentum(false))");
   }
   apply();
@@ -101,6 +101,11 @@ void OneCycleLR::step() {
   LOOM_CHECK(last_epoch_ + 1 <= o_.total_steps_, ValueError, "OneCycleLR: tried to step ", last_epoch_ + 1,
              " times; the specified number of total steps is ", o_.total_steps_);
   LRScheduler::step();
+  set_momentum();
+}
+
+void OneCycleLR::load_state_dict(const StateDict& state) {
+  LRScheduler::load_state_dict(state);
   set_momentum();
 }
 
@@ -127,6 +132,7 @@ void OneCycleLR::set_momentum() {
   if (!o_.cycle_momentum_) return;
   const double m = schedule(o_.max_momentum_, o_.base_momentum_, o_.max_momentum_);
   if (auto* sgd = dynamic_cast<SGD*>(&optimizer_)) sgd->options.momentum_ = m;
+  if (auto* rmsprop = dynamic_cast<RMSprop*>(&optimizer_)) rmsprop->options.momentum_ = m;
   if (auto* adam = dynamic_cast<Adam*>(&optimizer_)) adam->options.beta1_ = m;
 }
 

@@ -38,6 +38,7 @@ class StepLR : public LRScheduler {
   double gamma_;
 };
 
+// The lr is multiplied by gamma at each milestone (in any order; a repeated one counts twice).
 class MultiStepLR : public LRScheduler {
  public:
   MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma = 0.1);
@@ -91,7 +92,7 @@ struct OneCycleOptions {
   double pct_start_ = 0.3;
   std::string anneal_strategy_ = "cos";  // or "linear"
   double div_factor_ = 25, final_div_factor_ = 1e4;
-  bool cycle_momentum_ = true;  // cycles SGD's momentum or Adam's beta1, as PyTorch
+  bool cycle_momentum_ = true;  // cycles SGD's / RMSprop's momentum or Adam's beta1, as PyTorch
   double base_momentum_ = 0.85, max_momentum_ = 0.95;
 };
 
@@ -101,6 +102,7 @@ class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& opt, const OneCycleOptions& options);
   void step() override;
+  void load_state_dict(const StateDict& state) override;  // also restores the momentum
  protected:
   double lr_at(double base) const override;
  private:

@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include <tuple>
+
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
 
@@ -48,6 +50,12 @@ bool Optimizer::has_state(size_t i, const std::string& key) const {
   return it != state_.end() && it->second.count(key);
 }
 
+int64_t Optimizer::advance_step(size_t i) {
+  Tensor& t = state_[i]["step"];
+  if (!t.defined()) t = scalar_tensor(int64_t(0), kInt64);
+  return ++*t.data_ptr<int64_t>();
+}
+
 void Optimizer::check_param(const Tensor& p) const {
   const Tensor& g = p.grad();
   LOOM_CHECK(g.sizes() == p.sizes() && g.device() == p.device() && g.dtype() == p.dtype(), ValueError,
@@ -76,15 +84,17 @@ void Optimizer::load_state_dict(const StateDict& state) {
     LOOM_CHECK(it != state.end(), ValueError, name_, ".load_state_dict: missing key '", key, "'");
     return it->second;
   };
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    groups_[gi].lr = get("param_groups." + std::to_string(gi) + ".lr").item<double>();
-    groups_[gi].initial_lr = get("param_groups." + std::to_string(gi) + ".initial_lr").item<double>();
-  }
-  step_count_ = get("step").item<int64_t>();
+  // Everything is read and checked before anything changes, so that a bad state dict
+  // leaves the optimizer as it was.
+  std::vector<std::pair<double, double>> lrs;  // (lr, initial_lr) per group
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    lrs.emplace_back(get("param_groups." + std::to_string(gi) + ".lr").item<double>(),
+                     get("param_groups." + std::to_string(gi) + ".initial_lr").item<double>());
+  const int64_t step_count = get("step").item<int64_t>();
   std::vector<const Tensor*> flat;
   for (const ParamGroup& g : groups_)
     for (const Tensor& p : g.params) flat.push_back(&p);
-  state_.clear();
+  std::map<size_t, std::map<std::string, Tensor>> new_state;
   for (const auto& [key, t] : state) {
     if (key.rfind("state.", 0) != 0) continue;
     const size_t dot = key.find('.', 6);
@@ -98,10 +108,21 @@ void Optimizer::load_state_dict(const StateDict& state) {
     LOOM_CHECK(i < flat.size(), ValueError, name_, ".load_state_dict: key '", key, "' names parameter ", i,
                " but the optimizer has ", flat.size());
     const Tensor& p = *flat[i];
-    LOOM_CHECK(t.sizes() == p.sizes() || t.numel() == 1, ValueError, name_, ".load_state_dict: '", key,
-               "' has shape ", shape_str(t.sizes()), " but parameter ", i, " has shape ", shape_str(p.sizes()));
-    state_[i][key.substr(dot + 1)] = t.to(p.device()).to(t.numel() == 1 && t.sizes() != p.sizes() ? t.dtype() : p.dtype()).clone();
+    if (t.is_floating_point()) {
+      // A buffer like the parameter: takes its dtype and device.
+      LOOM_CHECK(t.sizes() == p.sizes(), ValueError, name_, ".load_state_dict: '", key, "' has shape ",
+                 shape_str(t.sizes()), " but parameter ", i, " has shape ", shape_str(p.sizes()));
+      new_state[i][key.substr(dot + 1)] = t.to(p.device(), p.dtype()).clone();
+    } else {
+      // A count (the int64 "step"): a scalar that stays on the CPU.
+      LOOM_CHECK(t.numel() == 1, ValueError, name_, ".load_state_dict: '", key, "' has shape ",
+                 shape_str(t.sizes()), " but a count must have one element");
+      new_state[i][key.substr(dot + 1)] = t.to(kCPU, kInt64).reshape({}).clone();
+    }
   }
+  for (size_t gi = 0; gi < groups_.size(); ++gi) std::tie(groups_[gi].lr, groups_[gi].initial_lr) = lrs[gi];
+  step_count_ = step_count;
+  state_ = std::move(new_state);
 }
 
 }  // namespace loom::optim

@@ -36,7 +36,9 @@ class Optimizer {
   void set_lr(double lr);  // every group
   const char* name() const { return name_; }
 
-  // "param_groups.<g>.lr", "state.<i>.<buffer>" (i counts parameters across groups).
+  // "param_groups.<g>.lr", "param_groups.<g>.initial_lr", "step" (calls of step()) and
+  // "state.<i>.<buffer>" (i counts parameters across groups). The buffers are the live
+  // state (as PyTorch's): serialize or clone them before stepping again.
   StateDict state_dict() const;
   // Throws ValueError naming the key when a state tensor is missing or mis-shaped.
   void load_state_dict(const StateDict& state);
@@ -45,6 +47,10 @@ class Optimizer {
   // The state tensor `key` of parameter i (created as zeros like p on first use).
   Tensor& state(size_t i, const std::string& key, const Tensor& like);
   bool has_state(size_t i, const std::string& key) const;
+  // Counts one more update of parameter i and returns the count: PyTorch's per-parameter
+  // state["step"] (an int64 scalar on the CPU), which a step that finds no gradient for
+  // the parameter does not advance.
+  int64_t advance_step(size_t i);
   // Calls fn(i, p) for every parameter with a gradient; i is its global index.
   template <typename F>
   void for_each_param(F&& fn) {

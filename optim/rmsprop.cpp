@@ -20,8 +20,8 @@ void RMSprop::step() {
   for_each_param([&](size_t i, Tensor& p, ParamGroup& group) {
     check_param(p);
     Tensor square_avg = state(i, "square_avg", p);
-    Tensor grad_avg = state(i, "grad_avg", p);
-    Tensor buf = state(i, "momentum_buffer", p);
+    Tensor grad_avg = options.centered_ ? state(i, "grad_avg", p) : Tensor();
+    Tensor buf = options.momentum_ > 0 ? state(i, "momentum_buffer", p) : Tensor();
     fused_update<3>("RMSprop", p, {square_avg, grad_avg, buf}, [&]<typename M>() {
       return RmspropMath<M>{M(group.lr), M(options.alpha_), M(options.eps_), M(options.weight_decay_),
                             M(options.momentum_), options.centered_};

@@ -18,8 +18,9 @@ void SGD::step() {
   ++step_count_;
   for_each_param([&](size_t i, Tensor& p, ParamGroup& group) {
     check_param(p);
+    // The buffer exists only with momentum; it starts as a copy of the first gradient.
     const bool first = !has_state(i, "momentum_buffer");
-    Tensor buf = state(i, "momentum_buffer", p);
+    Tensor buf = options.momentum_ != 0 ? state(i, "momentum_buffer", p) : Tensor();
     fused_update<1>("SGD", p, {buf}, [&]<typename M>() {
       return SgdMath<M>{M(group.lr), M(options.momentum_), M(options.dampening_), M(options.weight_decay_),
                         options.nesterov_, first};

@@ -25,10 +25,12 @@ struct SgdMath {
 };
 
 // Adam / AdamW (decoupled weight decay), amsgrad optional, as torch.optim.Adam(W).
+// The step's scalars come in precomputed in double (as PyTorch computes them in Python):
+// step_size = lr / (1 - beta1^step), bias_correction2_sqrt = sqrt(1 - beta2^step).
 template <typename M>
 struct AdamMath {
   M lr, beta1, beta2, eps, weight_decay;
-  M bias_correction1, bias_correction2;  // 1 - beta^step
+  M step_size, bias_correction2_sqrt;
   bool decoupled, amsgrad;
   LOOM_HOST_DEVICE void operator()(M& p, M g, M& m, M& v, M& v_max) const {
     if (weight_decay != M(0)) {
@@ -42,8 +44,8 @@ struct AdamMath {
       v_max = v_max > v ? v_max : v;
       v_used = v_max;
     }
-    const M denom = std::sqrt(v_used) / std::sqrt(bias_correction2) + eps;
-    p -= (lr / bias_correction1) * m / denom;
+    const M denom = std::sqrt(v_used) / bias_correction2_sqrt + eps;
+    p -= step_size * (m / denom);
   }
 };
 
@@ -66,7 +68,7 @@ struct RmspropMath {
       buf = momentum * buf + g / avg;
       p -= lr * buf;
     } else {
-      p -= lr * g / avg;
+      p -= lr * (g / avg);
     }
   }
 };

@@ -14,7 +14,12 @@ Dims reduction_dims(const Tensor& t, const Dims& dims, const char* op) {
     for (int64_t d = 0; d < t.dim(); ++d) out.push_back(d);
     return out;
   }
-  for (int64_t d : dims) out.push_back(wrap_dim(d, t.dim(), op));
+  const int64_t n = std::max<int64_t>(t.dim(), 1);
+  for (int64_t d : dims) {
+    LOOM_CHECK(d >= -n && d < n, IndexError, op, ": dimension ", d, " is out of range for a tensor of shape ",
+               shape_str(t.sizes()), " (expected [", -n, ", ", n - 1, "])");
+    out.push_back(wrap_dim(d, t.dim(), op));
+  }
   std::sort(out.begin(), out.end());
   LOOM_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), ValueError, op, ": dim list ",
              shape_str(dims), " repeats a dim (tensor of shape ", shape_str(t.sizes()), ")");

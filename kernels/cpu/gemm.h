@@ -1,0 +1,45 @@
+// One GEMM, C = alpha * A · B + beta * C, on raw strided matrices: the internal interface
+// between kernels::bmm (kernels/cpu/matmul.cpp) and Eigen.
+//
+// Note [GEMM dispatch]
+// Eigen's GEMM is compiled twice, from the same body (gemm_impl.h): gemm_avx512.cpp with
+// AVX-512 and FMA (the build adds the flags to every kernels/cpu/*_avx512.cpp), and
+// gemm_portable.cpp for baseline x86-64. matmul.cpp calls the AVX-512 copy only after a
+// CPUID check, so one binary runs everywhere and is fast where it can be. Each copy renames
+// Eigen's namespace (#define Eigen loom_eigen_<variant>) so the two differently compiled
+// sets of Eigen's inline templates are distinct symbols and the linker cannot mix them.
+// Only plain types cross this interface: 16-bit floats are converted to float by the
+// caller, so no inline function of Loom's gets instantiated with AVX-512 code.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace loom::kernels::cpu {
+
+// A matrix of `rows` x `cols` elements: element (i, j) is at data[i * ld + j] (row-major)
+// or data[i + j * ld] (col_major). ld >= the inner extent (cols, or rows when col_major).
+struct MatrixRef {
+  const void* data = nullptr;
+  int64_t ld = 0;
+  bool col_major = false;
+};
+
+struct GemmArgs {
+  int64_t M = 0, N = 0, K = 0;  // C (M, N) = A (M, K) · B (K, N)
+  MatrixRef a, b;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  bool c_col_major = false;
+  double alpha = 1, beta = 0;   // beta 0: C is overwritten (its old values are not read)
+  DType dtype = DType::Float32; // Float32 or Float64
+  int threads = 1;              // Eigen's threads for this product (1 inside parallel_for)
+};
+
+void gemm_avx512(const GemmArgs& args);    // needs a CPU with AVX-512 F/BW/DQ/VL and FMA
+// Whether this CPU can run gemm_avx512 (CPUID, checked once).
+bool cpu_has_avx512();
+void gemm_portable(const GemmArgs& args);  // any x86-64
+
+}  // namespace loom::kernels::cpu

@@ -1,0 +1,141 @@
+// CPU batched GEMM (kernels::bmm): per batch item, one call of the Eigen GEMM in gemm.h on
+// the operands' own memory, picking the AVX-512 build of it when the CPU has AVX-512.
+#include <optional>
+#include <type_traits>
+
+#include "core/factories.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/kernels.h"
+
+namespace loom::kernels {
+namespace {
+
+using cpu::GemmArgs;
+using cpu::MatrixRef;
+
+// Per-matrix work (M·N·K) below which a batch is split across threads, one GEMM per item,
+// rather than each GEMM across threads: small GEMMs do not pay for Eigen's per-product
+// thread synchronisation.
+constexpr int64_t kBatchParallelWork = int64_t(1) << 24;  // 256³
+// Work per parallel_for chunk, so tiny batches stay on one thread.
+constexpr int64_t kBatchGrainWork = int64_t(1) << 16;
+
+// The last two dims of a (B, rows, cols) tensor as a matrix the GEMM reads in place: one
+// of the dims has unit stride (a size-1 dim has any) and rows do not overlap. Else none.
+std::optional<MatrixRef> matrix_ref(const Tensor& t) {
+  const int64_t rows = t.size(1), cols = t.size(2), rs = t.stride(1), cs = t.stride(2);
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols))
+    return MatrixRef{nullptr, rows == 1 ? cols : rs, /*col_major=*/false};
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows))
+    return MatrixRef{nullptr, cols == 1 ? rows : cs, /*col_major=*/true};
+  return std::nullopt;
+}
+
+// A contiguous copy made without autograd (kernels never record history).
+Tensor contiguous_copy(const Tensor& t) {
+  Tensor c = empty(t.sizes(), t.options());
+  copy(c, t);
+  return c;
+}
+
+template <typename T>
+void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double beta) {
+  const Tensor a = matrix_ref(a_in) ? a_in : contiguous_copy(a_in);
+  const Tensor b = matrix_ref(b_in) ? b_in : contiguous_copy(b_in);
+  const std::optional<MatrixRef> rc = matrix_ref(out);
+  if (!rc) {
+    // An output the GEMM cannot write in place: compute into a contiguous buffer.
+    Tensor tmp = beta == 0 ? empty(out.sizes(), out.options()) : contiguous_copy(out);
+    bmm_native<T>(tmp, a, b, beta);
+    copy(out, tmp);
+    return;
+  }
+  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  GemmArgs base;
+  base.M = M;
+  base.N = N;
+  base.K = K;
+  base.a = *matrix_ref(a);
+  base.b = *matrix_ref(b);
+  base.ldc = rc->ld;
+  base.c_col_major = rc->col_major;
+  base.beta = beta;
+  base.dtype = dtype_of<T>;
+  const T* pa = static_cast<const T*>(a.data());
+  const T* pb = static_cast<const T*>(b.data());
+  T* pc = static_cast<T*>(out.data());
+  void (*gemm)(const GemmArgs&) = cpu::cpu_has_avx512() ? cpu::gemm_avx512 : cpu::gemm_portable;
+  // threads = 0 inside parallel_for: Eigen sees the enclosing parallel region and stays
+  // on its thread.
+  auto run = [&](int64_t i, int threads) {
+    GemmArgs g = base;
+    g.a.data = pa + i * a.stride(0);
+    g.b.data = pb + i * b.stride(0);
+    g.c = pc + i * out.stride(0);
+    g.threads = threads;
+    gemm(g);
+  };
+  const int64_t work = M * N * K;
+  if (batch > 1 && work < kBatchParallelWork) {
+    parallel_for(0, batch, std::max<int64_t>(1, kBatchGrainWork / work), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) run(i, 0);
+    });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) run(i, get_num_threads());
+  }
+}
+
+// float16 / bfloat16: multiply in float (their opmath) and round the result once.
+void bmm_via_float(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
+  auto to_float = [](const Tensor& t) {
+    Tensor f = empty(t.sizes(), kFloat32);
+    copy(f, t);
+    return f;
+  };
+  Tensor out_f = beta == 0 ? empty(out.sizes(), kFloat32) : to_float(out);
+  bmm_native<float>(out_f, to_float(a), to_float(b), beta);
+  copy(out, out_f);
+}
+
+}  // namespace
+
+namespace cpu {
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+}  // namespace cpu
+
+void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
+  cpu::check_cpu(out, "bmm");
+  cpu::check_cpu(a, "bmm");
+  cpu::check_cpu(b, "bmm");
+  LOOM_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got ",
+             shape_str(a.sizes()), " @ ", shape_str(b.sizes()), " into ", shape_str(out.sizes()));
+  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  LOOM_CHECK(b.size(0) == batch && b.size(1) == K && out.sizes() == Shape({batch, M, N}), ShapeError,
+             "bmm: ", shape_str(a.sizes()), " @ ", shape_str(b.sizes()), " into ", shape_str(out.sizes()),
+             ": expected b of shape ", shape_str({batch, K, N}), " and out of shape ",
+             shape_str({batch, M, N}));
+  LOOM_CHECK(a.dtype() == b.dtype() && out.dtype() == a.dtype(), DTypeError, "bmm: expected one dtype, got ",
+             dtype_name(a.dtype()), " @ ", dtype_name(b.dtype()), " into ", dtype_name(out.dtype()));
+  LOOM_CHECK(beta == 0 || beta == 1, ValueError, "bmm: beta must be 0 or 1, got ", beta);
+  if (out.numel() == 0) return;
+  if (K == 0) {  // an empty sum
+    if (beta == 0) fill(out, 0);
+    return;
+  }
+  dispatch_floating(a.dtype(), "bmm", [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) bmm_native<T>(out, a, b, beta);
+    else bmm_via_float(out, a, b, beta);
+  });
+}
+
+}  // namespace loom::kernels
