@@ -16,4 +16,10 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/function.h"
 #include "autograd/gradcheck.h"
+#include "autograd/node.h"
+
+#include "core/safetensors.h"
+#include "nn/nn.h"
+#include "optim/optim.h"

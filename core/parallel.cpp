@@ -35,16 +35,23 @@ int get_num_threads() {
   return n > 0 ? n : default_threads();
 }
 
+bool in_parallel_region() {
+#ifdef _OPENMP
+  return omp_in_parallel();
+#else
+  return false;
+#endif
+}
+
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {
   if (begin >= end) return;
   const int64_t range = end - begin;
   int threads = get_num_threads();
-#ifdef _OPENMP
-  if (omp_in_parallel()) threads = 1;
-#else
+#ifndef _OPENMP
   threads = 1;
 #endif
+  if (in_parallel_region()) threads = 1;
   grain = std::max<int64_t>(grain, 1);
   const int64_t chunks = std::min<int64_t>(threads, (range + grain - 1) / grain);
   if (chunks <= 1) {

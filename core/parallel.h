@@ -11,6 +11,10 @@ namespace loom {
 void set_num_threads(int n);
 int get_num_threads();
 
+// True on a worker thread of a parallel_for (or any OpenMP parallel region): nested
+// parallel loops and GEMMs then run on the calling thread.
+bool in_parallel_region();
+
 // Below this many elements a loop runs on the calling thread.
 constexpr int64_t kParallelGrain = 32768;
 

@@ -1,14 +1,14 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -24,6 +24,8 @@ using json = nlohmann::json;
 
 // Headers beyond this are refused (the reference implementation uses the same bound).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// No tensor's byte count (nor any offset arithmetic) comes near overflowing uint64_t.
+constexpr uint64_t kMaxBytes = uint64_t(1) << 62;
 
 const char* safetensors_dtype(DType t) {
   switch (t) {
@@ -70,12 +72,15 @@ Entry parse_entry(const std::string& file, const std::string& key, const json& v
   if (!dtype_from_safetensors(dt, e.dtype))
     fail(file, where + ": unsupported dtype '" + dt + "' (Loom reads F64, F32, F16, BF16, I64, I32, BOOL)");
   if (!v["shape"].is_array()) fail(file, where + ": shape is not an array");
-  uint64_t numel = 1;
+  // numel * element size, and the extent (the product of the sizes with zeros counted as
+  // ones, which bounds the contiguous strides), must stay far from overflowing.
+  const uint64_t elem = uint64_t(element_size(e.dtype));
+  uint64_t numel = 1, extent = elem;
   for (const json& d : v["shape"]) {
     if (!d.is_number_unsigned()) fail(file, where + ": shape holds a non-integer or negative size");
     const uint64_t s = d.get<uint64_t>();
-    if (s > uint64_t(std::numeric_limits<int64_t>::max()) || (s != 0 && numel > (uint64_t(1) << 62) / s))
-      fail(file, where + ": shape is too large");
+    if (s > kMaxBytes || extent > kMaxBytes / std::max<uint64_t>(s, 1)) fail(file, where + ": shape is too large");
+    extent *= std::max<uint64_t>(s, 1);
     numel *= s;
     e.shape.push_back(int64_t(s));
   }
@@ -85,7 +90,7 @@ Entry parse_entry(const std::string& file, const std::string& key, const json& v
   e.begin = off[0].get<uint64_t>();
   e.end = off[1].get<uint64_t>();
   if (e.begin > e.end) fail(file, where + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] are reversed");
-  const uint64_t nbytes = numel * uint64_t(element_size(e.dtype));
+  const uint64_t nbytes = numel * elem;
   if (e.end - e.begin != nbytes)
     fail(file, where + ": shape " + shape_str(e.shape) + " of " + dt + " needs " + std::to_string(nbytes) +
                    " bytes but data_offsets span " + std::to_string(e.end - e.begin));
@@ -108,14 +113,20 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
     data.push_back(host);
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string h = header.dump();
+  std::string h;
+  try {
+    h = header.dump();
+  } catch (const json::exception& e) {  // names and values must be valid UTF-8
+    throw ValueError(std::string("save_safetensors: a tensor name or metadata entry is not valid UTF-8 (") + e.what() + ")");
+  }
   h.append((8 - h.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   std::string out(8, '\0');
   const uint64_t hn = h.size();
   std::memcpy(out.data(), &hn, 8);
   out += h;
   out.reserve(out.size() + offset);
-  for (const Tensor& t : data) out.append(static_cast<const char*>(t.data()), t.nbytes());
+  for (const Tensor& t : data)
+    if (t.nbytes() > 0) out.append(static_cast<const char*>(t.data()), t.nbytes());
   return out;
 }
 
@@ -149,14 +160,17 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   uint64_t expected = 0;
+  const std::string* previous = nullptr;
   for (const Entry& e : entries) {
     if (e.begin != expected)
-      fail(name, "tensor '" + e.key + "' starts at byte " + std::to_string(e.begin) + " but the previous tensor ends at " +
+      fail(name, "tensor '" + e.key + "' starts at byte " + std::to_string(e.begin) + " but " +
+                     (previous ? "tensor '" + *previous + "' ends" : std::string("the data section starts")) + " at byte " +
                      std::to_string(expected) + (e.begin < expected ? " (overlapping data)" : " (a gap in the data)"));
     if (e.end > data_size)
       fail(name, "truncated: tensor '" + e.key + "' ends at byte " + std::to_string(e.end) + " but the data section has " +
                      std::to_string(data_size) + " bytes");
     expected = e.end;
+    previous = &e.key;
   }
   if (expected != data_size)
     fail(name, "the data section has " + std::to_string(data_size) + " bytes but the tensors cover " + std::to_string(expected));
@@ -174,16 +188,33 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
   return out;
 }
 
+namespace {
+
+// Creates path.tmp.<pid>.<n> exclusively, with the permissions (0666 less the umask) that
+// a plain new file would get; returns the descriptor and sets tmp.
+int create_temp_beside(const std::string& path, std::string& tmp) {
+  static std::atomic<uint64_t> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
   const std::string bytes = serialize_safetensors(tensors, metadata);
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  std::string tmp = path + ".tmp-XXXXXX";
-  const int fd = mkstemp(tmp.data());
+  std::string tmp;
+  int fd = create_temp_beside(path, tmp);
   if (fd < 0) fail(path, std::string("cannot create a temporary file beside it: ") + std::strerror(errno));
+  // On any failure the temporary file goes and the existing file at path stays as it was.
   auto abandon = [&](const std::string& what) {
     const int err = errno;
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
     fail(path, what + ": " + std::strerror(err));
   };
@@ -192,22 +223,18 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
     const ssize_t w = ::write(fd, bytes.data() + written, bytes.size() - written);
     if (w < 0) {
       if (errno == EINTR) continue;
-      abandon("write failed");
+      abandon("writing " + tmp + " failed after " + std::to_string(written) + " of " + std::to_string(bytes.size()) +
+              " bytes");
     }
     written += size_t(w);
   }
-  if (::fsync(fd) != 0) abandon("fsync failed");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail(path, std::string("close failed: ") + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, std::string("rename failed: ") + std::strerror(err));
-  }
+  if (::fsync(fd) != 0) abandon("fsync of " + tmp + " failed");
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) abandon("closing " + tmp + " failed");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) abandon("renaming " + tmp + " over it failed");
   // Make the rename itself durable.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
@@ -215,10 +242,26 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(path, "read error");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "not a regular file");
+  }
+  std::string bytes(size_t(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {  // an error, or the file shrank while being read
+      const int err = r < 0 ? errno : 0;
+      ::close(fd);
+      fail(path, "read error after " + std::to_string(got) + " bytes" + (err ? std::string(": ") + std::strerror(err) : ""));
+    }
+    got += size_t(r);
+  }
+  ::close(fd);
   return parse_safetensors(bytes, path);
 }
 

@@ -39,13 +39,18 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                shape_str(normalized_shape));
     dims.push_back(x.dim() - k + i);
   }
-  Tensor mean = x.mean(dims, /*keepdim=*/true);
-  Tensor centered = x - mean;
+  // 16-bit floats normalise in float32 and round once at the end, as PyTorch (rounding the
+  // mean, variance and rsqrt to 16 bits each would lose several bits of the result).
+  const bool low_precision = x.dtype() == kFloat16 || x.dtype() == kBFloat16;
+  auto opmath = [&](const Tensor& t) { return low_precision && t.defined() ? t.to(kFloat32) : t; };
+  const Tensor xo = opmath(x);
+  Tensor mean = xo.mean(dims, /*keepdim=*/true);
+  Tensor centered = xo - mean;
   Tensor var = (centered * centered).mean(dims, /*keepdim=*/true);  // biased, as PyTorch
   Tensor y = centered * (var + eps).rsqrt();
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  if (weight.defined()) y = y * opmath(weight);
+  if (bias.defined()) y = y + opmath(bias);
+  return y.to(x.dtype());
 }
 
 }  // namespace loom::nn::functional

@@ -50,14 +50,17 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   if (fmt == f.metadata.end() || fmt->second != "loom-checkpoint")
     throw SerializationError("load_checkpoint: " + path + " is not a Loom training checkpoint (no format metadata); "
                              "use load_weights for a plain weights file");
+  // The meta entries first, so that a file without them changes nothing.
+  const TrainingState state{scalar(f.tensors, "meta.step", path), scalar(f.tensors, "meta.epoch", path)};
+  const uint64_t rng_seed = uint64_t(scalar(f.tensors, "meta.rng_seed", path));
+  const uint64_t rng_offset = uint64_t(scalar(f.tensors, "meta.rng_offset", path));
   nn::StateDict model_state;
   for (auto& [k, v] : take(f.tensors, "model.")) model_state[k] = v;
   c.model->load_state_dict(model_state, /*strict=*/true);
   if (c.optimizer) c.optimizer->load_state_dict(take(f.tensors, "optimizer."));
   if (c.scheduler) c.scheduler->load_state_dict(take(f.tensors, "scheduler."));
-  default_generator().set_state(uint64_t(scalar(f.tensors, "meta.rng_seed", path)),
-                                uint64_t(scalar(f.tensors, "meta.rng_offset", path)));
-  return {scalar(f.tensors, "meta.step", path), scalar(f.tensors, "meta.epoch", path)};
+  default_generator().set_state(rng_seed, rng_offset);
+  return state;
 }
 
 void save_weights(const std::string& path, const nn::Module& model) {

@@ -4,8 +4,6 @@
 // gradcheck of each loss and option, and the error paths.
 #include <cmath>
 
-#include "core/safetensors.h"
-#include "nn/loss.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -150,9 +150,11 @@ nn::RNNState cell_step(const std::string& mode, const std::shared_ptr<nn::RNNCel
   return {nn::RNNCell(std::static_pointer_cast<nn::RNNCellImpl>(m))(x, h), Tensor()};
 }
 
-// The outputs of a layer as one vector, for gradcheck's Jacobian.
-Tensor flat_outputs(const nn::RNNOutput& r) {
-  std::vector<Tensor> parts{r.output.flatten(), r.h_n.flatten()};
+// The results of a layer as one vector, for gradcheck's Jacobian (with_output false: the
+// final states only, so that no gradient flows into the last layer's output).
+Tensor flat_outputs(const nn::RNNOutput& r, bool with_output) {
+  std::vector<Tensor> parts{r.h_n.flatten()};
+  if (with_output) parts.push_back(r.output.flatten());
   if (r.c_n.defined()) parts.push_back(r.c_n.flatten());
   return cat(parts, 0);
 }
@@ -277,11 +279,11 @@ TEST_CASE("RNN/LSTM/GRU match PyTorch: outputs, final states, all gradients", "[
   }
 }
 
-TEST_CASE("RNN with lengths through the (input, lengths) overload", "[rnn]") {
+TEST_CASE("RNN with int32 lengths through the (input, lengths) overload", "[rnn]") {
   const Golden g = load_golden("rnn_gru_bi_l1_lengths_batch_first_nostate");
   nn::GRU gru(golden_options(g));
   gru->load_state_dict(g.state_dict());
-  nn::RNNOutput r = gru(g.at("input"), g.at("lengths"));
+  nn::RNNOutput r = gru(g.at("input"), g.at("lengths").to(kInt32));
   check_matches(r.output, g.at("output"), "output");
   check_matches(r.h_n, g.at("h_n"), "h_n");
 }
@@ -418,9 +420,8 @@ TEST_CASE("RNN/LSTM/GRU float64 gradcheck w.r.t. input, h0, c0 and every weight"
     const char* name;
     bool bidirectional, batch_first, lengths, states_only;  // states_only: the output is unused
   };
-  const Config configs[] = {{"uni", false, false, false, false},
+  const Config configs[] = {{"uni batch_first", false, true, false, false},
                             {"bi lengths", true, false, true, false},
-                            {"bi batch_first lengths", true, true, true, false},
                             {"bi lengths, final states only", true, false, true, true}};
   const int64_t I = 2, H = 2, T = 3, B = 3, L = 2;
   for (const std::string& mode : kModes) {
@@ -440,9 +441,7 @@ TEST_CASE("RNN/LSTM/GRU float64 gradcheck w.r.t. input, h0, c0 and every weight"
         // Gradcheck perturbs the parameters in place, so f reads them through the module.
         CHECK(gradcheck(
             [&](const std::vector<Tensor>&) {
-              nn::RNNOutput r = m->forward(x, {h0, c0}, lengths);
-              if (cfg.states_only) r.output = zeros({0}, r.h_n.options());
-              return flat_outputs(r);
+              return flat_outputs(m->forward(x, {h0, c0}, lengths), !cfg.states_only);
             },
             inputs));
       }
@@ -508,8 +507,8 @@ TEST_CASE("RNN dropout: between layers in train mode only, never after the last 
         }
         top->load_state_dict(top_sd);
         nn::RNNOutput dropped = m1->forward(x, state);
-        nn::RNNOutput expect = top->forward(zeros({T, B, D * H}),
-                                            {h0.narrow(0, D, D), state.c.defined() ? state.c.narrow(0, D, D) : Tensor()});
+        const Tensor c_top = state.c.defined() ? state.c.narrow(0, D, D) : Tensor();
+        nn::RNNOutput expect = top->forward(zeros({T, B, D * H}), {h0.narrow(0, D, D), c_top});
         check_close(dropped.output, expect.output, "p = 1 output");
         check_close(dropped.h_n.narrow(0, D, D), expect.h_n, "p = 1 h_n of the last layer");
         CHECK(allclose(dropped.h_n.narrow(0, 0, D), e1.h_n.narrow(0, 0, D), 0, 0));
@@ -539,7 +538,8 @@ TEST_CASE("RNN errors name the module and the shapes", "[rnn]") {
   require_throws_with<ShapeError>([&] { rnn(random_nonzero({5, 4})); }, {"RNN", "3-D", "(5, 4)"});
   require_throws_with<ShapeError>([&] { gru(x, nn::RNNState{random_nonzero({1, 2, 3})}); },
                                   {"GRU", "h0", "(1, 2, 3)", "(2, 2, 3)"});
-  require_throws_with<ShapeError>([&] { lstm(x, nn::RNNState{random_nonzero({2, 2, 3}), random_nonzero({2, 3, 3})}); },
+  const Tensor h0 = random_nonzero({2, 2, 3});
+  require_throws_with<ShapeError>([&] { lstm(x, nn::RNNState{h0, random_nonzero({2, 3, 3})}); },
                                   {"LSTM", "c0", "(2, 3, 3)", "(2, 2, 3)"});
   require_throws_with<ValueError>([&] { lstm(x, tensor<int64_t>({0, 3})); },
                                   {"LSTM", "length 0", "[1, 5]", "(5, 2, 4)"});
@@ -553,8 +553,13 @@ TEST_CASE("RNN errors name the module and the shapes", "[rnn]") {
                                   {"RNN", "(3,)", "(2, 5, 4)", "batch size 2"});
   // Mixed dtypes: a float64 input or state for float32 weights.
   require_throws_with<DTypeError>([&] { lstm(x.to(kFloat64)); }, {"LSTM", "float64", "float32"});
-  require_throws_with<DTypeError>([&] { gru(x, nn::RNNState{random_nonzero({2, 2, 3}, kFloat64)}); },
-                                  {"GRU", "h0", "float64", "float32"});
+  require_throws_with<DTypeError>([&] { gru(x, nn::RNNState{h0.to(kFloat64)}); }, {"GRU", "h0", "float64", "float32"});
+  require_throws_with<DTypeError>([&] { lstm(x, nn::RNNState{h0, h0.to(kFloat64)}); },
+                                  {"LSTM", "c0", "float64", "float32"});
+  // The CPU kernels compute in float32 and float64 only.
+  nn::GRU half(nn::RNNOptions(4, 3));
+  half->to(kFloat16);
+  require_throws_with<DTypeError>([&] { half(x.to(kFloat16)); }, {"rnn", "float16"});
   require_throws_with<ValueError>([&] { nn::RNN(nn::RNNOptions(4, 3).nonlinearity("sigmoid")); },
                                   {"RNN", "sigmoid"});
   require_throws_with<ValueError>([&] { nn::LSTM(nn::RNNOptions(4, 3).dropout(1.5)); }, {"LSTM", "dropout"});
@@ -563,11 +568,13 @@ TEST_CASE("RNN errors name the module and the shapes", "[rnn]") {
 TEST_CASE("RNN cell and pad_sequence errors", "[rnn]") {
   nn::LSTMCell lstm(4, 3);
   nn::GRUCell gru(4, 3);
+  const Tensor x = random_nonzero({2, 4});
   require_throws_with<ShapeError>([&] { gru(random_nonzero({2, 5})); }, {"GRUCell", "(2, 5)", "(batch, 4)"});
-  require_throws_with<ShapeError>([&] { gru(random_nonzero({2, 4}), random_nonzero({3, 3})); },
-                                  {"GRUCell", "(3, 3)", "(2, 3)"});
-  require_throws_with<ShapeError>([&] { lstm(random_nonzero({2, 4}), nn::RNNState{random_nonzero({2, 3}), random_nonzero({2, 4})}); },
-                                  {"LSTMCell", "(2, 4)", "(2, 3)"});
+  require_throws_with<ShapeError>([&] { gru(x, random_nonzero({3, 3})); }, {"GRUCell", "(3, 3)", "(2, 3)"});
+  require_throws_with<ShapeError>([&] { lstm(x, nn::RNNState{random_nonzero({2, 3}), random_nonzero({2, 4})}); },
+                                  {"LSTMCell", "cell state", "(2, 4)", "(2, 3)"});
+  require_throws_with<DTypeError>([&] { gru(x, random_nonzero({2, 3}, kFloat64)); },
+                                  {"GRUCell", "hidden state", "float64", "float32"});
   require_throws_with<DTypeError>([&] { lstm(random_nonzero({2, 4}, kFloat64)); }, {"LSTMCell", "float64", "float32"});
   require_throws_with<ShapeError>([&] { nn::pad_sequence({random_nonzero({3, 2}), random_nonzero({4, 5})}); },
                                   {"pad_sequence", "(4, 5)", "(3, 2)"});

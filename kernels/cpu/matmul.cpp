@@ -82,7 +82,10 @@ void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doubl
       for (int64_t i = begin; i < end; ++i) run(i, 0);
     });
   } else {
-    for (int64_t i = 0; i < batch; ++i) run(i, get_num_threads());
+    // Inside a parallel region (e.g. one thread's share of an RNN batch) the GEMM stays on
+    // the calling thread; threads = 0 also leaves Eigen's global thread count alone.
+    const int threads = in_parallel_region() ? 0 : get_num_threads();
+    for (int64_t i = 0; i < batch; ++i) run(i, threads);
   }
 }
 

@@ -38,8 +38,11 @@ void add_rows(S* x, const S* bias, int64_t M, int64_t N) {
   });
 }
 
-// Rows per parallel task so that a task has a few thousand elements of work.
-int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)); }
+// Rows per thread when the batch is split evenly across the threads.
+int64_t rows_per_thread(int64_t B) {
+  const int64_t n = get_num_threads();
+  return std::max<int64_t>(1, (B + n - 1) / n);
+}
 
 struct Dims3 {
   int64_t T, B, I, H, G;
@@ -86,39 +89,39 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
   out.y = zeros({T, B, H}, opt);
   r.h_prev = empty({T, B, H}, opt);
   Tensor h = in.h0.contiguous().clone();  // (B, H) running state
-  Tensor c, gh;
-  if (in.mode == RNNMode::LSTM) {
+  Tensor c;
+  if (lstm) {
     c = in.c0.contiguous().clone();
     r.c_prev = zeros({T, B, H}, opt);
     r.tanh_c = zeros({T, B, H}, opt);
   }
   Tensor b_hh = in.b_hh.defined() ? in.b_hh.contiguous() : Tensor();
-  if (in.mode == RNNMode::GRU) {
-    gh = empty({B, GH}, opt);
-    r.gh_n = zeros({T, B, H}, opt);
-  }
+  if (gru) r.gh_n = zeros({T, B, H}, opt);
   const Tensor w_hh_t = in.w_hh.t();  // (H, G·H)
 
-  for (int64_t s = 0; s < T; ++s) {
-    const int64_t t = in.reverse ? T - 1 - s : s;
-    Tensor hp = r.h_prev.select(0, t);  // (B, H)
-    std::memcpy(hp.data(), h.data(), h.nbytes());
-    Tensor g_t = r.gates.select(0, t);  // (B, G·H)
-    if (in.mode == RNNMode::GRU) {
-      mm(gh, hp, w_hh_t, 0);
-      if (b_hh.defined()) add_rows(gh.data_ptr<S>(), b_hh.data_ptr<S>(), B, GH);
-    } else {
-      mm(g_t, hp, w_hh_t, 1);  // gates (B, G·H) += h (B, H) · W_hh^T (H, G·H)
-    }
-    S* gates_t = g_t.data_ptr<S>();
-    S* hv = h.data_ptr<S>();
-    S* y = out.y.select(0, t).data_ptr<S>();
-    S* cv = lstm ? c.data_ptr<S>() : nullptr;
-    S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
-    S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
-    const S* gh_v = gru ? gh.data_ptr<S>() : nullptr;
-    S* gh_n_t = gru ? r.gh_n.select(0, t).data_ptr<S>() : nullptr;
-    parallel_for(0, B, row_grain(GH), [&](int64_t b0, int64_t b1) {
+  // Batch rows never interact, so each thread runs the whole time loop for its own slice
+  // of rows: no synchronisation per step, and each step's GEMM stays on its thread.
+  parallel_for(0, B, rows_per_thread(B), [&](int64_t b0, int64_t b1) {
+    const int64_t nb = b1 - b0;
+    Tensor gh = gru ? empty({nb, GH}, opt) : Tensor();  // (nb, G·H) W_hh h + b_hh
+    for (int64_t s = 0; s < T; ++s) {
+      const int64_t t = in.reverse ? T - 1 - s : s;
+      Tensor hp = r.h_prev.select(0, t).narrow(0, b0, nb);  // (nb, H)
+      std::memcpy(hp.data(), h.data_ptr<S>() + b0 * H, size_t(nb * H) * sizeof(S));
+      Tensor g_t = r.gates.select(0, t).narrow(0, b0, nb);  // (nb, G·H)
+      if (gru) {
+        mm(gh, hp, w_hh_t, 0);
+        if (b_hh.defined()) add_rows(gh.data_ptr<S>(), b_hh.data_ptr<S>(), nb, GH);
+      } else {
+        mm(g_t, hp, w_hh_t, 1);  // gates (nb, G·H) += h (nb, H) · W_hh^T (H, G·H)
+      }
+      S* gates_t = r.gates.select(0, t).data_ptr<S>();
+      S* hv = h.data_ptr<S>();
+      S* y = out.y.select(0, t).data_ptr<S>();
+      S* cv = lstm ? c.data_ptr<S>() : nullptr;
+      S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
+      S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
+      S* gh_n_t = gru ? r.gh_n.select(0, t).data_ptr<S>() : nullptr;
       for (int64_t b = b0; b < b1; ++b) {
         S* g = gates_t + b * GH;
         S* hb = hv + b * H;
@@ -131,9 +134,9 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
           S* cb = cv + b * H;
           S* cp = c_prev_t + b * H;
           S* tc = tanh_c_t + b * H;
-          cpu::sigmoid_inplace(g, 2 * H);         // i, f
-          cpu::tanh_inplace(g + 2 * H, H);        // g
-          cpu::sigmoid_inplace(g + 3 * H, H);     // o
+          cpu::sigmoid_inplace(g, 2 * H);      // i, f
+          cpu::tanh_inplace(g + 2 * H, H);     // g
+          cpu::sigmoid_inplace(g + 3 * H, H);  // o
           for (int64_t j = 0; j < H; ++j) {
             cp[j] = cb[j];
             cb[j] = g[H + j] * cb[j] + g[j] * g[2 * H + j];
@@ -142,7 +145,7 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
           cpu::tanh_inplace(tc, H);
           for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[3 * H + j] * tc[j];
         } else if (gru) {
-          const S* ghb = gh_v + b * GH;
+          const S* ghb = gh.data_ptr<S>() + (b - b0) * GH;
           S* ghn = gh_n_t + b * H;
           for (int64_t j = 0; j < 2 * H; ++j) g[j] += ghb[j];  // r, z pre-activations
           cpu::sigmoid_inplace(g, 2 * H);
@@ -156,8 +159,7 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
             yb[j] = hb[j] = (S(1) - z) * n + z * hb[j];
           }
         } else {
-          const bool relu = in.mode == RNNMode::RNN_RELU;
-          if (relu) {
+          if (in.mode == RNNMode::RNN_RELU) {
             for (int64_t j = 0; j < H; ++j) g[j] = g[j] > S(0) ? g[j] : S(0);
           } else {
             cpu::tanh_inplace(g, H);
@@ -165,8 +167,8 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
           for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[j];
         }
       }
-    });
-  }
+    }
+  });
   out.h_n = h;
   out.c_n = c;
   return out;
@@ -185,22 +187,24 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   Tensor dG = empty({T, B, GH}, opt);               // w.r.t. the input-projection pre-activations
   Tensor dGh = gru ? empty({T, B, GH}, opt) : dG;   // w.r.t. the recurrent ones (differ for GRU)
   Tensor direct = gru ? empty({B, H}, opt) : Tensor();  // GRU: dh_prev through z * h_prev
-  Tensor dh_rec = empty({B, H}, opt);
 
-  for (int64_t s = T - 1; s >= 0; --s) {
-    const int64_t t = in.reverse ? T - 1 - s : s;
-    const S* g_t = r.gates.select(0, t).data_ptr<S>();
-    S* dG_t = dG.select(0, t).data_ptr<S>();
-    S* dGh_t = dGh.select(0, t).data_ptr<S>();
-    const S* dy_t = dy.select(0, t).data_ptr<S>();
+  // As in forward, each thread sweeps the whole sequence for its slice of rows.
+  parallel_for(0, B, rows_per_thread(B), [&](int64_t b0, int64_t b1) {
+    const int64_t nb = b1 - b0;
+    Tensor dh_rec = empty({nb, H}, opt);  // (nb, H) dGh[t] · W_hh
     S* dhv = dh.data_ptr<S>();
-    const S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
-    const S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
     S* dcv = lstm ? dc.data_ptr<S>() : nullptr;
-    const S* h_prev_t = gru ? r.h_prev.select(0, t).data_ptr<S>() : nullptr;
-    const S* gh_n_t = gru ? r.gh_n.select(0, t).data_ptr<S>() : nullptr;
     S* direct_v = gru ? direct.data_ptr<S>() : nullptr;
-    parallel_for(0, B, row_grain(GH), [&](int64_t b0, int64_t b1) {
+    for (int64_t s = T - 1; s >= 0; --s) {
+      const int64_t t = in.reverse ? T - 1 - s : s;
+      const S* g_t = r.gates.select(0, t).data_ptr<S>();
+      S* dG_t = dG.select(0, t).data_ptr<S>();
+      S* dGh_t = dGh.select(0, t).data_ptr<S>();
+      const S* dy_t = dy.select(0, t).data_ptr<S>();
+      const S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
+      const S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
+      const S* h_prev_t = gru ? r.h_prev.select(0, t).data_ptr<S>() : nullptr;
+      const S* gh_n_t = gru ? r.gh_n.select(0, t).data_ptr<S>() : nullptr;
       for (int64_t b = b0; b < b1; ++b) {
         const S* g = g_t + b * GH;
         S* dg = dG_t + b * GH;
@@ -236,16 +240,16 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
           for (int64_t j = 0; j < H; ++j) dg[j] = rnn_math::rnn_activation_grad(dhb[j] + dyb[j], g[j], relu);
         }
       }
-    });
-    // dh_prev (B, H) = dGh[t] (B, G·H) · W_hh (G·H, H); skipped rows keep their dh.
-    mm(dh_rec, dGh.select(0, t), in.w_hh, 0);
-    const S* rec = dh_rec.data_ptr<S>();
-    const S* dir = gru ? direct.data_ptr<S>() : nullptr;
-    for (int64_t b = 0; b < B; ++b) {
-      if (!valid(in, t, b)) continue;
-      for (int64_t j = 0; j < H; ++j) dhv[b * H + j] = rec[b * H + j] + (dir ? dir[b * H + j] : S(0));
+      // dh_prev (nb, H) = dGh[t] (nb, G·H) · W_hh (G·H, H); skipped rows keep their dh.
+      mm(dh_rec, dGh.select(0, t).narrow(0, b0, nb), in.w_hh, 0);
+      const S* rec = dh_rec.data_ptr<S>();
+      for (int64_t b = b0; b < b1; ++b) {
+        if (!valid(in, t, b)) continue;
+        for (int64_t j = 0; j < H; ++j)
+          dhv[b * H + j] = rec[(b - b0) * H + j] + (gru ? direct_v[b * H + j] : S(0));
+      }
     }
-  }
+  });
 
   RNNLayerGrads out;
   const Tensor dG2 = dG.view({T * B, GH}), dGh2 = dGh.view({T * B, GH});

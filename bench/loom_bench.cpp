@@ -1,0 +1,326 @@
+// Training-step benchmark of the nn/optim layer: the workloads of shared/workloads.md, built
+// from Loom's nn modules, one JSON line per workload (the contract of torch_workloads.py,
+// which runs the same models in PyTorch):
+//
+//   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--flush-denormal] [WORKLOAD ...]
+//
+//   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
+//   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
+//   lstm-sentiment  Embedding(20000,128) → LSTM(128→256) → last → Linear     64 × 256
+//   lstm-2x512      Embedding(20000,512) → 2-layer LSTM(512→512) → last → Linear  64 × 100
+//
+// One step = zero_grad, forward, loss, backward, Adam(lr=1e-3) step on one fixed random
+// batch; ms_per_step is the median of the measured steps after two warm-up steps.
+// Fields: workload, framework, device, threads, steps, ms_per_step, tokens_per_s, loss (of
+// the last step), peak_mem_bytes (high-water mark of live tensor storage allocated through
+// Loom's allocator while the workload ran: parameters, gradients, Adam state, activations),
+// peak_rss_bytes (the process's peak resident set from getrusage: everything so far in this
+// process, libraries included) and load1 (the 1-minute load average when the workload ended;
+// the machines are shared, so read figures beside it) and flush_denormal.
+//
+// --flush-denormal sets the CPU's flush-to-zero and denormals-are-zero modes on every thread
+// (as torch.set_flush_denormal(True)). Off by default, as in PyTorch. The LSTM backward
+// passes a gradient that decays over 256 steps into denormal floats, which make every GEMM
+// that reads them many times slower (docs/benchmarks.md).
+#include <cxxabi.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/allocator.h"
+#include "loom.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/rnn.h"
+#include "optim/adam.h"
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+using namespace loom;
+
+namespace {
+
+constexpr int kWarmupSteps = 2;
+
+// ---- peak tensor memory ------------------------------------------------------------------
+
+// Wraps the allocator of one device type and keeps the live and peak bytes of the storages it
+// handed out. Installed once for the whole run, so every tensor of a workload is counted;
+// costs one small heap record per storage.
+class CountingAllocator final : public Allocator {
+ public:
+  explicit CountingAllocator(DeviceType type) : inner_(get_allocator(type)) {}
+
+  DataPtr allocate(size_t nbytes, Device device) override {
+    DataPtr inner = inner_->allocate(nbytes, device);
+    if (!inner.get()) return inner;  // empty storages own nothing and are never freed
+    void* ptr = inner.get();
+    auto* record = new Record{std::move(inner), nbytes, this};
+    const int64_t live = live_ += int64_t(nbytes);
+    int64_t peak = peak_.load();
+    while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
+    }
+    return DataPtr(ptr, record, &release, device);
+  }
+
+  // Starts a new high-water mark from the bytes live now; peak_since_reset() is then the
+  // most that was live at once above that baseline.
+  void reset_peak() {
+    baseline_ = live_.load();
+    peak_ = baseline_;
+  }
+  int64_t peak_since_reset() const { return peak_.load() - baseline_; }
+
+ private:
+  struct Record {
+    DataPtr inner;  // frees the memory through the wrapped allocator when deleted
+    size_t nbytes;
+    CountingAllocator* owner;
+  };
+  static void release(void* ctx, void*) {
+    auto* record = static_cast<Record*>(ctx);
+    record->owner->live_ -= int64_t(record->nbytes);
+    delete record;
+  }
+
+  Allocator* inner_;
+  std::atomic<int64_t> live_{0}, peak_{0};
+  int64_t baseline_ = 0;
+};
+
+// Installs the counter for `device`'s type (once; it lives as long as the process, so it
+// outlives every tensor).
+CountingAllocator& count_allocations(Device device) {
+  static CountingAllocator* counters[2] = {nullptr, nullptr};
+  CountingAllocator*& c = counters[size_t(device.type)];
+  if (!c) {
+    LOOM_CHECK(get_allocator(device.type) != nullptr, DeviceError, "loom-bench: no allocator for ", device);
+    c = new CountingAllocator(device.type);
+    set_allocator(device.type, c);
+  }
+  return *c;
+}
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+double load1() {
+  double load = -1;
+  return getloadavg(&load, 1) == 1 ? load : -1;
+}
+
+// Flush-to-zero and denormals-are-zero on this thread and on every OpenMP worker (set after
+// the thread count, so that the team below is the one the kernels use).
+void flush_denormals() {
+#if defined(__SSE__)
+#pragma omp parallel  // the calling thread is one of the team
+  _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)
+#else
+  throw ValueError("loom-bench: --flush-denormal is only implemented for x86 (SSE) CPUs");
+#endif
+}
+
+// ---- the models (names of submodules as in torch_workloads.py) -------------------------------
+
+// "Last step" of a batch_first output (B, T, H) -> (B, H).
+Tensor last_step(const Tensor& output) { return output.select(1, output.size(1) - 1); }
+
+struct SeedRNN : nn::Module {
+  SeedRNN()
+      : rnn(register_module("rnn", nn::RNN(nn::RNNOptions(10, 20).batch_first(true)))),
+        fc(register_module("fc", nn::Linear(20, 1))) {}
+  Tensor forward(const Tensor& x) { return fc(last_step(rnn(x).output)); }  // (B, T, 10) -> (B, 1)
+  nn::RNN rnn;
+  nn::Linear fc;
+};
+
+struct EmbedMean : nn::Module {
+  EmbedMean()
+      : emb(register_module("emb", nn::Embedding(10000, 128))), fc(register_module("fc", nn::Linear(128, 2))) {}
+  Tensor forward(const Tensor& tokens) { return fc(emb(tokens).mean(1)); }  // (B, T) -> (B, 2)
+  nn::Embedding emb;
+  nn::Linear fc;
+};
+
+struct LSTMClassifier : nn::Module {
+  LSTMClassifier(int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
+      : emb(register_module("emb", nn::Embedding(vocab, dim))),
+        lstm(register_module("lstm", nn::LSTM(nn::RNNOptions(dim, hidden).num_layers(layers).batch_first(true)))),
+        fc(register_module("fc", nn::Linear(hidden, 2))) {}
+  Tensor forward(const Tensor& tokens) { return fc(last_step(lstm(emb(tokens)).output)); }  // (B, T) -> (B, 2)
+  nn::Embedding emb;
+  nn::LSTM lstm;
+  nn::Linear fc;
+};
+
+// A model on its device with its fixed batch: loss() runs the forward pass and the loss.
+struct Task {
+  std::shared_ptr<nn::Module> model;
+  std::function<Tensor()> loss;
+};
+
+// Random token batch (B, T) in [0, vocab) and labels (B) in {0, 1}.
+template <typename Model>
+Task classifier(std::shared_ptr<Model> model, int64_t vocab, int64_t B, int64_t T, Device device) {
+  model->to(device);
+  const Tensor x = randint(0, vocab, {B, T}).to(device), y = randint(0, 2, {B}).to(device);
+  return {model, [model, x, y] { return nn::functional::cross_entropy(model->forward(x), y); }};
+}
+
+struct Workload {
+  const char* name;
+  int64_t batch, seq;
+  int default_steps;  // as torch_workloads.py
+  std::function<Task(Device)> make;
+};
+
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> all = {
+      {"seed-rnn", 64, 10, 200,
+       [](Device device) {
+         auto model = std::make_shared<SeedRNN>();
+         model->to(device);
+         const Tensor x = randn({64, 10, 10}).to(device), y = randn({64, 1}).to(device);
+         return Task{model, [model, x, y] { return nn::functional::mse_loss(model->forward(x), y); }};
+       }},
+      {"embed-mean", 64, 256, 50,
+       [](Device device) { return classifier(std::make_shared<EmbedMean>(), 10000, 64, 256, device); }},
+      {"lstm-sentiment", 64, 256, 5,
+       [](Device device) {
+         return classifier(std::make_shared<LSTMClassifier>(20000, 128, 256, 1), 20000, 64, 256, device);
+       }},
+      {"lstm-2x512", 64, 100, 3,
+       [](Device device) {
+         return classifier(std::make_shared<LSTMClassifier>(20000, 512, 512, 2), 20000, 64, 100, device);
+       }},
+  };
+  return all;
+}
+
+// ---- running -----------------------------------------------------------------------------------
+
+void run(const Workload& w, Device device, int steps, bool flush_denormal) {
+  steps = steps > 0 ? steps : w.default_steps;
+  CountingAllocator& memory = count_allocations(device);
+  memory.reset_peak();
+  manual_seed(0);
+  Task task = w.make(device);
+  optim::Adam adam(task.model->parameters(), optim::AdamOptions(1e-3));
+  double loss = 0;
+  const double seconds = bench::median_seconds(
+      [&] {
+        adam.zero_grad();
+        Tensor l = task.loss();
+        l.backward();
+        adam.step();
+        loss = l.item<double>();  // on CUDA this copy waits for the step's kernels
+      },
+      kWarmupSteps, steps);
+  const double ms = seconds * 1e3;
+  std::printf(
+      "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
+      "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f,\"peak_mem_bytes\":%lld,"
+      "\"peak_rss_bytes\":%lld,\"load1\":%.2f,\"flush_denormal\":%s}\n",
+      w.name, device.str().c_str(), get_num_threads(), steps, ms, double(w.batch * w.seq) / seconds, loss,
+      static_cast<long long>(memory.peak_since_reset()), static_cast<long long>(peak_rss_bytes()), load1(),
+      flush_denormal ? "true" : "false");
+  std::fflush(stdout);
+}
+
+const Workload* find_workload(const std::string& name) {
+  for (const Workload& w : workloads())
+    if (name == w.name) return &w;
+  return nullptr;
+}
+
+std::string known_workloads() {
+  std::string s;
+  for (const Workload& w : workloads()) s += (s.empty() ? "" : ", ") + std::string(w.name);
+  return s;
+}
+
+// "DeviceError" for a loom::DeviceError.
+std::string error_kind(const Error& e) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+  std::string s = status == 0 ? name : "Error";
+  std::free(name);
+  return s.substr(s.rfind(':') + 1);
+}
+
+[[noreturn]] void usage(const char* argv0, const std::string& problem) {
+  std::fprintf(stderr,
+               "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--flush-denormal] [WORKLOAD ...]\n"
+               "workloads: %s (default: all)\n",
+               problem.c_str(), argv0, known_workloads().c_str());
+  std::exit(2);
+}
+
+int positive_int(const char* flag, const char* value, const char* argv0) {
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  if (*value == '\0' || *end != '\0' || n < 1 || n > 1000000)
+    usage(argv0, std::string(flag) + " expects a positive integer, got '" + value + "'");
+  return int(n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device_name = "cpu";
+  int steps = 0, threads = 0;
+  bool flush_denormal = false;
+  std::vector<const Workload*> selected;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--device" && has_value) {
+      device_name = argv[++i];
+    } else if (arg == "--steps" && has_value) {
+      steps = positive_int("--steps", argv[++i], argv[0]);
+    } else if (arg == "--threads" && has_value) {
+      threads = positive_int("--threads", argv[++i], argv[0]);
+    } else if (arg == "--flush-denormal") {
+      flush_denormal = true;
+    } else if (arg == "-h" || arg == "--help") {
+      usage(argv[0], "the training-step benchmarks of shared/workloads.md");
+    } else if (arg == "transformer-small") {
+      usage(argv[0], "transformer-small is not benchmarked by loom-bench: Loom has no transformer encoder layer "
+                     "(multi-head attention) yet; run it in the PyTorch peer only");
+    } else if (const Workload* w = find_workload(arg)) {
+      selected.push_back(w);
+    } else {
+      usage(argv[0], "unknown argument or workload '" + arg + "'");
+    }
+  }
+  if (selected.empty())
+    for (const Workload& w : workloads()) selected.push_back(&w);
+
+  try {
+    const Device device(device_name);
+    LOOM_CHECK(!device.is_cuda() || built_with_cuda(), DeviceError, "--device ", device_name,
+               ": Loom was built without CUDA support (configure with -DLOOM_ENABLE_CUDA=ON or the 'cuda' preset)");
+    if (threads > 0) set_num_threads(threads);
+    if (flush_denormal) flush_denormals();
+    for (const Workload* w : selected) run(*w, device, steps, flush_denormal);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "loom-bench: %s: %s\n", error_kind(e).c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""PyTorch peer of loom-bench: the training-step workloads of docs/benchmarks.md.
+
+    torch_workloads.py [--device cpu|cuda] [--steps N] [--threads N] [--flush-denormal] [WORKLOAD ...]
+
+One JSON line per workload, with the fields of loom-bench: workload, framework, device,
+threads, steps, ms_per_step (median of the measured steps after 2 warm-up steps; a step is
+zero_grad, forward, loss, backward, Adam(lr=1e-3) step on one fixed random batch),
+tokens_per_s, loss (of the last step), peak_mem_bytes (CUDA only: the caching allocator's
+peak of allocated tensor bytes), peak_rss_bytes (the process's peak resident set so far),
+load1 (1-minute load average at the end), flush_denormal (--flush-denormal:
+torch.set_flush_denormal(True), off by default) and, on the CPU, blas: the BLAS library torch
+actually loaded. Debian's python3-torch takes whatever libblas.so.3 resolves to, which is
+the netlib reference BLAS (~1 GFLOP/s) unless OpenBLAS is installed or put first on
+LD_LIBRARY_PATH; bench/compare.sh arranges that. Threads: --threads, else OMP_NUM_THREADS,
+else torch's default.
+
+Run it with Debian's interpreter, /usr/bin/python3 (the python3 first on PATH has no torch).
+"""
+import argparse
+import ctypes
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+WARMUP_STEPS = 2
+
+
+# ---- models (submodule names as loom-bench's) -----------------------------------------------
+
+class SeedRNN(nn.Module):
+    """RNN(10 -> 20, tanh), last step -> Linear(20, 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(10, 20, batch_first=True)
+        self.fc = nn.Linear(20, 1)
+
+    def forward(self, x):                        # (B, T, 10) -> (B, 1)
+        output, _ = self.rnn(x)
+        return self.fc(output[:, -1])
+
+
+class EmbedMean(nn.Module):
+    """Embedding(10000, 128), mean over time -> Linear(128, 2)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10000, 128)
+        self.fc = nn.Linear(128, 2)
+
+    def forward(self, tokens):                   # (B, T) -> (B, 2)
+        return self.fc(self.emb(tokens).mean(1))
+
+
+class LSTMClassifier(nn.Module):
+    """Embedding(vocab, dim) -> LSTM(dim -> hidden, layers), last step -> Linear(hidden, 2)."""
+
+    def __init__(self, vocab, dim, hidden, layers):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, hidden, num_layers=layers, batch_first=True)
+        self.fc = nn.Linear(hidden, 2)
+
+    def forward(self, tokens):                   # (B, T) -> (B, 2)
+        output, _ = self.lstm(self.emb(tokens))
+        return self.fc(output[:, -1])
+
+
+class TransformerClassifier(nn.Module):
+    """Embedding(20000, 256) + learned positions -> 2 post-norm encoder layers -> mean -> Linear."""
+
+    def __init__(self, seq=128, d=256):
+        super().__init__()
+        self.emb = nn.Embedding(20000, d)
+        self.pos = nn.Parameter(0.02 * torch.randn(seq, d))
+        layer = nn.TransformerEncoderLayer(d, nhead=4, dim_feedforward=1024, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, num_layers=2)
+        self.fc = nn.Linear(d, 2)
+
+    def forward(self, tokens):                   # (B, T) -> (B, 2)
+        return self.fc(self.enc(self.emb(tokens) + self.pos).mean(1))
+
+
+def regression_batch(device):
+    return torch.randn(64, 10, 10, device=device), torch.randn(64, 1, device=device)
+
+
+def token_batch(vocab, batch, seq):
+    def make(device):
+        return (torch.randint(0, vocab, (batch, seq), device=device),
+                torch.randint(0, 2, (batch,), device=device))
+    return make
+
+
+# name: (model, batch maker, loss, batch, seq, default steps)
+WORKLOADS = {
+    "seed-rnn": (SeedRNN, regression_batch, F.mse_loss, 64, 10, 200),
+    "embed-mean": (EmbedMean, token_batch(10000, 64, 256), F.cross_entropy, 64, 256, 50),
+    "lstm-sentiment": (lambda: LSTMClassifier(20000, 128, 256, 1), token_batch(20000, 64, 256),
+                       F.cross_entropy, 64, 256, 5),
+    "lstm-2x512": (lambda: LSTMClassifier(20000, 512, 512, 2), token_batch(20000, 64, 100),
+                   F.cross_entropy, 64, 100, 3),
+    "transformer-small": (TransformerClassifier, token_batch(20000, 32, 128), F.cross_entropy, 32, 128, 10),
+}
+
+
+# ---- what the numbers depend on ------------------------------------------------------------
+
+def loaded_blas():
+    """The BLAS shared library in this process (after a matmul has run), with OpenBLAS's core."""
+    torch.ones(2, 2) @ torch.ones(2, 2)
+    try:
+        with open("/proc/self/maps") as maps:
+            mapped = {line.split()[-1] for line in maps}
+    except OSError:
+        return "unknown"
+    paths = {os.path.realpath(p) for p in mapped if p.startswith("/") and ".so" in p}
+    openblas = sorted(p for p in paths if "openblas" in os.path.basename(p))
+    if openblas:
+        try:
+            lib = ctypes.CDLL(openblas[0])
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return "openblas " + lib.openblas_get_corename().decode()
+        except (OSError, AttributeError):
+            return "openblas"
+    if any("mkl" in os.path.basename(p) for p in paths):
+        return "mkl"
+    if any("/blis" in p or "libblis" in p for p in paths):
+        return "blis"
+    if any(os.path.basename(p).startswith("libblas.so") for p in paths):
+        return "reference (netlib)"
+    return "unknown"
+
+
+def peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+def run(name, device, steps, flush_denormal):
+    make_model, make_batch, loss_fn, batch, seq, default_steps = WORKLOADS[name]
+    steps = steps or default_steps
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = make_batch(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = []
+    for i in range(WARMUP_STEPS + steps):
+        sync(device)
+        start = time.perf_counter()
+        adam.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        adam.step()
+        sync(device)
+        if i >= WARMUP_STEPS:
+            times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
+    line = {"workload": name, "framework": f"pytorch-{torch.__version__}", "device": device.type,
+            "threads": torch.get_num_threads(), "steps": steps, "ms_per_step": round(seconds * 1e3, 3),
+            "tokens_per_s": round(batch * seq / seconds, 1), "loss": round(loss.item(), 5)}
+    if device.type == "cuda":
+        line["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)
+    line["peak_rss_bytes"] = peak_rss_bytes()
+    line["load1"] = round(os.getloadavg()[0], 2)
+    line["flush_denormal"] = flush_denormal
+    return line
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--steps", type=int, default=0, help="measured steps (default: per workload)")
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: OMP_NUM_THREADS)")
+    parser.add_argument("--flush-denormal", action="store_true",
+                        help="flush denormal floats to zero (torch.set_flush_denormal(True))")
+    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
+    args = parser.parse_args()
+    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload {unknown[0]!r}; known: {', '.join(WORKLOADS)}")
+    if args.steps < 0 or args.threads < 0:
+        parser.error("--steps and --threads must be positive")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"torch_workloads.py: --device cuda: this PyTorch ({torch.__version__}) has no usable CUDA device")
+    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+    if args.flush_denormal and not torch.set_flush_denormal(True):
+        sys.exit("torch_workloads.py: --flush-denormal: this CPU does not support flushing denormals")
+    device = torch.device(args.device)
+    blas = loaded_blas() if device.type == "cpu" else None
+    if blas == "reference (netlib)":
+        print("torch_workloads.py: warning: torch is using the reference (netlib) BLAS, ~1 GFLOP/s; "
+              "put OpenBLAS first (bench/compare.sh does) for a fair peer", file=sys.stderr)
+    for name in args.workloads or WORKLOADS:
+        line = run(name, device, args.steps, args.flush_denormal)
+        if blas:
+            line["blas"] = blas
+        print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
