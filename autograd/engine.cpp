@@ -182,4 +182,16 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   return execute(outputs, seeds, retain_graph, &edges);
 }
 
+void zero_grad(const std::vector<Tensor>& tensors, bool set_to_none) {
+  for (const Tensor& t : tensors) {
+    if (!t.grad().defined()) continue;
+    if (set_to_none) {
+      t.mutable_grad() = Tensor();
+    } else {
+      NoGradGuard no_grad;
+      t.mutable_grad().zero_();
+    }
+  }
+}
+
 }  // namespace loom

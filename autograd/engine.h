@@ -18,4 +18,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false);
 
+// Clears the gradients of `tensors` (set_to_none, PyTorch's default) or zeroes them in
+// place; Module::zero_grad and Optimizer::zero_grad both use it.
+void zero_grad(const std::vector<Tensor>& tensors, bool set_to_none = true);
+
 }  // namespace loom

@@ -8,6 +8,7 @@
 #include <typeinfo>
 #include <unordered_set>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 
 namespace loom::nn {
@@ -101,7 +102,11 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_child
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  LOOM_CHECK(self != nullptr, ValueError, type_name(),
+             ".named_modules: the module must be owned by a std::shared_ptr (create it with "
+             "std::make_shared or hold it in a module handle)");
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", self}};
   std::unordered_set<const Module*> seen{this};
   for (const auto& [name, child] : children_)
     for (auto& [sub, m] : child->named_modules())
@@ -136,17 +141,7 @@ void Module::to(DType dtype) {
   for (auto& [name, child] : children_) child->to(dtype);
 }
 
-void Module::zero_grad(bool set_to_none) {
-  for (Tensor& p : parameters()) {
-    if (!p.grad().defined()) continue;
-    if (set_to_none) {
-      p.mutable_grad() = Tensor();
-    } else {
-      NoGradGuard no_grad;
-      p.mutable_grad().zero_();
-    }
-  }
-}
+void Module::zero_grad(bool set_to_none) { loom::zero_grad(parameters(), set_to_none); }
 
 StateDict Module::state_dict() const {
   StateDict out;

@@ -64,7 +64,8 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
-  // This module and all below it, depth first, with dotted names ("" for this one).
+  // This module and all below it, depth first, with dotted names ("" for this one). The
+  // module must be owned by a shared_ptr (a handle, std::make_shared).
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
 
   // ---- modes, devices, dtypes ---------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include <tuple>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
 
@@ -27,16 +28,7 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  for (ParamGroup& g : groups_)
-    for (Tensor& p : g.params) {
-      if (!p.grad().defined()) continue;
-      if (set_to_none) {
-        p.mutable_grad() = Tensor();
-      } else {
-        NoGradGuard no_grad;
-        p.mutable_grad().zero_();
-      }
-    }
+  for (ParamGroup& g : groups_) loom::zero_grad(g.params, set_to_none);
 }
 
 Tensor& Optimizer::state(size_t i, const std::string& key, const Tensor& like) {

@@ -201,6 +201,9 @@ TEST_CASE("nn::Module rejects bad and repeated names", "[nn]") {
   CHECK(empty.is_empty());
   require_throws_with<ValueError>([&] { empty(ones({2, 2})); }, {"empty", "assign"});
   require_throws_with<ValueError>([&] { (void)empty->weight; }, {"empty"});
+  // named_modules hands out shared pointers: a module on the stack cannot give one.
+  Block on_stack;
+  require_throws_with<ValueError>([&] { on_stack.named_modules(); }, {"Block", "named_modules", "shared_ptr"});
 }
 
 TEST_CASE("nn::Module: train and eval reach every submodule", "[nn]") {

@@ -13,19 +13,17 @@
 #include <vector>
 
 #include "core/factories.h"
+#include "kernels/cpu/blocks.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
 namespace {
 
-constexpr int64_t kTile = 64;
-
-struct Block {
-  Tensor x;  // contiguous (outer, len, inner)
-  int64_t outer = 1, len = 1, inner = 1;
-  Dims order;  // non-empty when x is a copy of in.permute(order)
-};
+using cpu::Block;
+using cpu::contiguous_out;
+using cpu::for_each_tile;
+using cpu::kTile;
 
 Block block_around(const Tensor& in, const Dims& dims) {
   Block b;
@@ -46,26 +44,6 @@ Block block_around(const Tensor& in, const Dims& dims) {
   b.x = empty(permuted.sizes(), permuted.options());
   copy(b.x, permuted);
   return b;
-}
-
-// Calls fn(o, c0, nc) for every outer index o and tile [c0, c0 + nc) of inner columns, in
-// parallel; each call reads len elements per column.
-template <typename F>
-void for_each_tile(const Block& b, F fn) {
-  const int64_t tile = std::min(b.inner, kTile);
-  const int64_t tiles = (b.inner + tile - 1) / tile;
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(b.len * tile, 1));
-  parallel_for(0, b.outer * tiles, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t c0 = (i % tiles) * tile;
-      fn(i / tiles, c0, std::min(tile, b.inner - c0));
-    }
-  });
-}
-
-// out itself when contiguous, else a contiguous buffer to copy into out afterwards.
-Tensor contiguous_out(const Tensor& out) {
-  return out.is_contiguous() ? out : empty(out.sizes(), out.options());
 }
 
 template <typename M>

@@ -19,13 +19,17 @@
 #include <vector>
 
 #include "core/factories.h"
+#include "kernels/cpu/blocks.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
 namespace {
 
-constexpr int64_t kTile = 64;
+using cpu::Block;
+using cpu::contiguous_out;
+using cpu::for_each_tile;
+using cpu::kTile;
 
 // exp(x) for x <= 0 (or NaN) as branch-free arithmetic the compiler vectorises; std::exp
 // is a scalar libm call. Cephes' expf: x = k ln2 + r with |r| <= ln2 / 2, exp(r) by a
@@ -60,11 +64,6 @@ inline M exp_nonpositive(M x) {
 }
 
 // in as a contiguous (outer, len, inner) block around dim; a copy when in is strided.
-struct Block {
-  Tensor x;
-  int64_t outer = 1, len = 1, inner = 1;
-};
-
 Block block_around(const Tensor& in, int64_t dim) {
   Block b;
   b.x = in;
@@ -74,21 +73,6 @@ Block block_around(const Tensor& in, int64_t dim) {
   }
   for (int64_t d = 0; d < in.dim(); ++d) (d < dim ? b.outer : d == dim ? b.len : b.inner) *= in.size(d);
   return b;
-}
-
-// Calls fn(o, c0, nc) for every outer index o and tile [c0, c0 + nc) of the inner
-// columns, in parallel (inner == 1 gives one single-column tile per row).
-template <typename F>
-void for_each_tile(const Block& b, F fn) {
-  const int64_t tile = std::min(b.inner, kTile);
-  const int64_t tiles = (b.inner + tile - 1) / tile;
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(b.len * tile, 1));
-  parallel_for(0, b.outer * tiles, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t c0 = (i % tiles) * tile;
-      fn(i / tiles, c0, std::min(tile, b.inner - c0));
-    }
-  });
 }
 
 // One contiguous row of n float or double elements; the exponentials are stored in y
@@ -221,8 +205,6 @@ void softmax_backward_tile(T* gx, const T* g, const T* y, int64_t len, int64_t i
   else softmax_backward_columns(gx, g, y, len, inner, nc, log);
 }
 
-// out itself when contiguous, else a contiguous buffer to be copied into out afterwards.
-Tensor contiguous_out(const Tensor& out) { return out.is_contiguous() ? out : empty(out.sizes(), out.options()); }
 
 }  // namespace
 
