@@ -4,7 +4,8 @@
 //
 //   nn::LSTM lstm(nn::RNNOptions(128, 256).num_layers(2).batch_first(true));
 //   auto [output, h_n, c_n] = lstm(x);                  // x (B, T, 128)
-//   auto out = lstm(x, lengths);                       // packed-sequence semantics
+//   auto out = lstm(x, nn::RNNState{}, lengths);       // packed-sequence semantics
+//   auto [y, h_n, unused] = gru(x, h0);               // as PyTorch's gru(x, h0)
 #pragma once
 
 #include <string>
@@ -49,7 +50,8 @@ class RNNBaseImpl : public Module {
   RNNBaseImpl(kernels::RNNMode mode, const RNNOptions& options, const char* type_name);
   // input (T, B, I) or (B, T, I); lengths: int64 (B) on the CPU, each in [1, T].
   RNNOutput forward(const Tensor& input, const RNNState& state = {}, const Tensor& lengths = Tensor());
-  RNNOutput forward(const Tensor& input, const Tensor& lengths) { return forward(input, RNNState{}, lengths); }
+  // PyTorch's rnn(x, h0) / gru(x, h0): the second tensor is the initial hidden state.
+  RNNOutput forward(const Tensor& input, const Tensor& h0) { return forward(input, RNNState{h0, {}}, Tensor()); }
   void reset_parameters();
   std::string extra_repr() const override;
   // The flat list in PyTorch's order: per layer and direction w_ih, w_hh, b_ih, b_hh.

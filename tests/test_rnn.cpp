@@ -279,11 +279,11 @@ TEST_CASE("RNN/LSTM/GRU match PyTorch: outputs, final states, all gradients", "[
   }
 }
 
-TEST_CASE("RNN with int32 lengths through the (input, lengths) overload", "[rnn]") {
+TEST_CASE("RNN with int32 lengths through the call operator", "[rnn]") {
   const Golden g = load_golden("rnn_gru_bi_l1_lengths_batch_first_nostate");
   nn::GRU gru(golden_options(g));
   gru->load_state_dict(g.state_dict());
-  nn::RNNOutput r = gru(g.at("input"), g.at("lengths").to(kInt32));
+  nn::RNNOutput r = gru(g.at("input"), nn::RNNState{}, g.at("lengths").to(kInt32));
   check_matches(r.output, g.at("output"), "output");
   check_matches(r.h_n, g.at("h_n"), "h_n");
 }
@@ -549,15 +549,15 @@ TEST_CASE("RNN errors name the module and the shapes", "[rnn]") {
   const Tensor h0 = random_nonzero({2, 2, 3});
   require_throws_with<ShapeError>([&] { lstm(x, nn::RNNState{h0, random_nonzero({2, 3, 3})}); },
                                   {"LSTM", "c0", "(2, 3, 3)", "(2, 2, 3)"});
-  require_throws_with<ValueError>([&] { lstm(x, tensor<int64_t>({0, 3})); },
+  require_throws_with<ValueError>([&] { lstm(x, nn::RNNState{}, tensor<int64_t>({0, 3})); },
                                   {"LSTM", "length 0", "[1, 5]", "(5, 2, 4)"});
-  require_throws_with<ValueError>([&] { gru(x, tensor<int64_t>({6, 3})); },
+  require_throws_with<ValueError>([&] { gru(x, nn::RNNState{}, tensor<int64_t>({6, 3})); },
                                   {"GRU", "length 6", "[1, 5]", "(5, 2, 4)"});
-  require_throws_with<ShapeError>([&] { lstm(x, tensor<int64_t>({5, 3, 2})); },
+  require_throws_with<ShapeError>([&] { lstm(x, nn::RNNState{}, tensor<int64_t>({5, 3, 2})); },
                                   {"LSTM", "lengths", "(3,)", "(5, 2, 4)", "batch size 2"});
-  require_throws_with<DTypeError>([&] { gru(x, tensor<float>({5, 3})); }, {"GRU", "lengths", "float32"});
+  require_throws_with<DTypeError>([&] { gru(x, nn::RNNState{}, tensor<float>({5, 3})); }, {"GRU", "lengths", "float32"});
   // batch_first: the batch is dim 0.
-  require_throws_with<ShapeError>([&] { rnn(random_nonzero({2, 5, 4}), tensor<int64_t>({5, 3, 1})); },
+  require_throws_with<ShapeError>([&] { rnn(random_nonzero({2, 5, 4}), nn::RNNState{}, tensor<int64_t>({5, 3, 1})); },
                                   {"RNN", "(3,)", "(2, 5, 4)", "batch size 2"});
   // Mixed dtypes: a float64 input or state for float32 weights.
   require_throws_with<DTypeError>([&] { lstm(x.to(kFloat64)); }, {"LSTM", "float64", "float32"});

@@ -38,8 +38,10 @@ void add_rows(S* x, const S* bias, int64_t M, int64_t N) {
   });
 }
 
-// Rows per thread when the batch is split evenly across the threads.
-int64_t rows_per_thread(int64_t B) {
+// Rows per thread when the batch is split evenly across the threads; the whole batch
+// (one thread) when the sweep is too small to pay for a parallel region.
+int64_t rows_per_thread(int64_t B, int64_t work_per_row) {
+  if (B * work_per_row < kParallelGrain) return B;
   const int64_t n = get_num_threads();
   return std::max<int64_t>(1, (B + n - 1) / n);
 }
@@ -62,6 +64,11 @@ Dims3 check_layer(const RNNLayerInput& in) {
              " lengths for a batch of ", B);
   LOOM_CHECK(in.x.dtype() == kFloat32 || in.x.dtype() == kFloat64, DTypeError,
              "rnn: the CPU kernels support float32 and float64, got ", dtype_name(in.x.dtype()));
+  for (const Tensor* t : {&in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh})
+    LOOM_CHECK(!t->defined() || t->dtype() == in.x.dtype(), DTypeError, "rnn: expected all tensors in ",
+               dtype_name(in.x.dtype()), ", got a ", dtype_name(t->dtype()), " tensor of shape ", shape_str(t->sizes()));
+  LOOM_CHECK(in.mode != RNNMode::LSTM || (in.c0.defined() && in.c0.sizes() == in.h0.sizes()), ShapeError,
+             "rnn: LSTM needs a cell state of shape ", shape_str({B, H}));
   return {T, B, I, H, G};
 }
 
@@ -101,7 +108,7 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
 
   // Batch rows never interact, so each thread runs the whole time loop for its own slice
   // of rows: no synchronisation per step, and each step's GEMM stays on its thread.
-  parallel_for(0, B, rows_per_thread(B), [&](int64_t b0, int64_t b1) {
+  parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
     const int64_t nb = b1 - b0;
     Tensor gh = gru ? empty({nb, GH}, opt) : Tensor();  // (nb, G·H) W_hh h + b_hh
     for (int64_t s = 0; s < T; ++s) {
@@ -189,7 +196,7 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   Tensor direct = gru ? empty({B, H}, opt) : Tensor();  // GRU: dh_prev through z * h_prev
 
   // As in forward, each thread sweeps the whole sequence for its slice of rows.
-  parallel_for(0, B, rows_per_thread(B), [&](int64_t b0, int64_t b1) {
+  parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
     const int64_t nb = b1 - b0;
     Tensor dh_rec = empty({nb, H}, opt);  // (nb, H) dGh[t] · W_hh
     S* dhv = dh.data_ptr<S>();
