@@ -613,3 +613,15 @@ TEST_CASE("RNN modules: PyTorch's default init range and printing", "[rnn]") {
   CHECK(nn::RNNCell(4, 3, false, "relu")->str() == "RNNCell(4, 3, bias=False, nonlinearity=relu)");
   CHECK(nn::LSTMCell(4, 3)->str() == "LSTMCell(4, 3)");
 }
+
+TEST_CASE("rnn(x, h0) takes the second tensor as the initial state, as PyTorch", "[rnn]") {
+  nn::GRU gru(nn::RNNOptions(4, 3).num_layers(2));
+  const Tensor x = random_nonzero({5, 2, 4});
+  const Tensor h0 = random_nonzero({2, 2, 3});
+  const nn::RNNOutput a = gru(x, h0);
+  const nn::RNNOutput b = gru(x, nn::RNNState{h0, {}});
+  const nn::RNNOutput zero_state = gru(x);
+  check_close(a.output, b.output);
+  check_close(a.h_n, b.h_n);
+  CHECK((a.h_n - zero_state.h_n).abs().max().item<double>() > 1e-4);  // h0 was used
+}
