@@ -135,5 +135,7 @@ for name, r in rows.items():
     load = f"{loom['load1']:.1f}/{peer['load1']:.1f}"
     print(f"{name:<16}{loom['ms_per_step']:>14.3f}{peer['ms_per_step']:>14.3f}{ratio:>10.2f}x{load:>13}  "
           f"{peer['framework']}, {peer['threads']} threads, {peer.get('blas', peer['device'])}")
+flushed = {r["flush_denormal"] for w in rows.values() for r in w.values()}
+print("denormals flushed to zero (FTZ/DAZ):", " / ".join(sorted("yes" if f else "no" for f in flushed)))
 EOF
 echo "raw results: $results" >&2

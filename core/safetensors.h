@@ -21,9 +21,11 @@ namespace loom {
 using TensorMap = std::map<std::string, Tensor>;
 using Metadata = std::map<std::string, std::string>;
 
-// Writes atomically: a temporary file in the same folder, fsync, then rename over path,
-// so that a crash mid-save never destroys an existing file. Tensors may live on any
-// device and have any strides.
+// Writes atomically: a temporary file in the same folder (path.tmp.<pid>.<n>, created
+// with the permissions of a new file), fsync, then rename over path, so that a crash or a
+// failure mid-save never destroys an existing file; a failed save removes its temporary
+// and throws SerializationError naming path (ValueError for an undefined tensor or a name
+// that is not UTF-8). Tensors may live on any device and have any strides.
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
 
 struct SafetensorsFile {
