@@ -13,10 +13,11 @@
 // batch; ms_per_step is the median of the measured steps after two warm-up steps.
 // Fields: workload, framework, device, threads, steps, ms_per_step, tokens_per_s, loss (of
 // the last step), peak_mem_bytes (high-water mark of live tensor storage allocated through
-// Loom's allocator while the workload ran: parameters, gradients, Adam state, activations),
-// peak_rss_bytes (the process's peak resident set from getrusage: everything so far in this
-// process, libraries included) and load1 (the 1-minute load average when the workload ended;
-// the machines are shared, so read figures beside it) and flush_denormal.
+// Loom's allocator while the workload ran: parameters, gradients, Adam state, activations;
+// left out where no allocator is registered yet), peak_rss_bytes (the process's peak resident
+// set from getrusage: everything so far in this process, libraries included), load1 (the
+// 1-minute load average when the workload ended: the machines are shared, so read figures
+// beside it) and flush_denormal.
 //
 // --flush-denormal sets the CPU's flush-to-zero and denormals-are-zero modes on every thread
 // (as torch.set_flush_denormal(True)). Off by default, as in PyTorch. The LSTM backward
@@ -101,16 +102,16 @@ class CountingAllocator final : public Allocator {
 };
 
 // Installs the counter for `device`'s type (once; it lives as long as the process, so it
-// outlives every tensor).
-CountingAllocator& count_allocations(Device device) {
+// outlives every tensor). Null when the device type has no allocator registered yet: then
+// peak_mem_bytes is left out.
+CountingAllocator* count_allocations(Device device) {
   static CountingAllocator* counters[2] = {nullptr, nullptr};
   CountingAllocator*& c = counters[size_t(device.type)];
-  if (!c) {
-    LOOM_CHECK(get_allocator(device.type) != nullptr, DeviceError, "loom-bench: no allocator for ", device);
+  if (!c && get_allocator(device.type)) {
     c = new CountingAllocator(device.type);
     set_allocator(device.type, c);
   }
-  return *c;
+  return c;
 }
 
 int64_t peak_rss_bytes() {
@@ -131,7 +132,7 @@ void flush_denormals() {
 #pragma omp parallel  // the calling thread is one of the team
   _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)
 #else
-  throw ValueError("loom-bench: --flush-denormal is only implemented for x86 (SSE) CPUs");
+  throw ValueError("--flush-denormal is only implemented for x86 (SSE) CPUs");
 #endif
 }
 
@@ -216,8 +217,8 @@ const std::vector<Workload>& workloads() {
 
 void run(const Workload& w, Device device, int steps, bool flush_denormal) {
   steps = steps > 0 ? steps : w.default_steps;
-  CountingAllocator& memory = count_allocations(device);
-  memory.reset_peak();
+  CountingAllocator* memory = count_allocations(device);
+  if (memory) memory->reset_peak();
   manual_seed(0);
   Task task = w.make(device);
   optim::Adam adam(task.model->parameters(), optim::AdamOptions(1e-3));
@@ -231,14 +232,14 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal) {
         loss = l.item<double>();  // on CUDA this copy waits for the step's kernels
       },
       kWarmupSteps, steps);
-  const double ms = seconds * 1e3;
+  const std::string peak_mem =
+      memory ? ",\"peak_mem_bytes\":" + std::to_string(memory->peak_since_reset()) : std::string();
   std::printf(
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
-      "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f,\"peak_mem_bytes\":%lld,"
-      "\"peak_rss_bytes\":%lld,\"load1\":%.2f,\"flush_denormal\":%s}\n",
-      w.name, device.str().c_str(), get_num_threads(), steps, ms, double(w.batch * w.seq) / seconds, loss,
-      static_cast<long long>(memory.peak_since_reset()), static_cast<long long>(peak_rss_bytes()), load1(),
-      flush_denormal ? "true" : "false");
+      "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
+      "\"flush_denormal\":%s}\n",
+      w.name, device.str().c_str(), get_num_threads(), steps, seconds * 1e3, double(w.batch * w.seq) / seconds,
+      loss, peak_mem.c_str(), static_cast<long long>(peak_rss_bytes()), load1(), flush_denormal ? "true" : "false");
   std::fflush(stdout);
 }
 

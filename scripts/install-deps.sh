@@ -4,7 +4,10 @@
 # missing. Works as root, or through sudo otherwise.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev)
+# clang-14 + libclang-rt-14-dev: the libFuzzer target (scripts/fuzz.sh); python3-torch:
+# the PyTorch interop test (tests/interop) and the golden-fixture scripts (tests/golden).
+packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev
+          clang-14 libclang-rt-14-dev python3-torch)
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {
