@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "core/factories.h"
+#include "kernels/cpu/denormals.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/kernels.h"
@@ -27,6 +28,17 @@ namespace {
 // out (M, N) = a (M, K) · b (K, N) + beta · out, on 2-D views.
 void mm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   bmm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), beta);
+}
+
+// out (M, N) = a (M, K) · b (K, N), with the rows of out split across the threads and
+// each share computed under flush-to-zero (Note [denormals in recurrent backward]).
+void mm_flush_denormals(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const int64_t M = out.size(0);
+  const int64_t n = get_num_threads();
+  parallel_for(0, M, std::max<int64_t>(1, (M + n - 1) / n), [&](int64_t r0, int64_t r1) {
+    const cpu::FlushDenormalsGuard ftz;
+    mm(out.narrow(0, r0, r1 - r0), a.narrow(0, r0, r1 - r0), b, 0);
+  });
 }
 
 // Adds bias (N) to every row of the contiguous (M, N) matrix x.
@@ -109,6 +121,7 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
   // Batch rows never interact, so each thread runs the whole time loop for its own slice
   // of rows: no synchronisation per step, and each step's GEMM stays on its thread.
   parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
+    const cpu::FlushDenormalsGuard ftz;  // Note [denormals in recurrent backward]
     const int64_t nb = b1 - b0;
     Tensor gh = gru ? empty({nb, GH}, opt) : Tensor();  // (nb, G·H) W_hh h + b_hh
     for (int64_t s = 0; s < T; ++s) {
@@ -197,6 +210,7 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
 
   // As in forward, each thread sweeps the whole sequence for its slice of rows.
   parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
+    const cpu::FlushDenormalsGuard ftz;  // Note [denormals in recurrent backward]
     const int64_t nb = b1 - b0;
     Tensor dh_rec = empty({nb, H}, opt);  // (nb, H) dGh[t] · W_hh
     S* dhv = dh.data_ptr<S>();
@@ -261,11 +275,11 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   RNNLayerGrads out;
   const Tensor dG2 = dG.view({T * B, GH}), dGh2 = dGh.view({T * B, GH});
   out.dx = empty({T, B, I}, opt);
-  mm(out.dx.view({T * B, I}), dG2, in.w_ih, 0);          // dX (T·B, I) = dG (T·B, G·H) · W_ih (G·H, I)
+  mm_flush_denormals(out.dx.view({T * B, I}), dG2, in.w_ih);          // dX (T·B, I) = dG (T·B, G·H) · W_ih (G·H, I)
   out.dw_ih = empty({GH, I}, opt);
-  mm(out.dw_ih, dG2.t(), in.x.contiguous().view({T * B, I}), 0);  // dW_ih (G·H, I) = dG^T · X
+  mm_flush_denormals(out.dw_ih, dG2.t(), in.x.contiguous().view({T * B, I}));  // dW_ih (G·H, I) = dG^T · X
   out.dw_hh = empty({GH, H}, opt);
-  mm(out.dw_hh, dGh2.t(), r.h_prev.view({T * B, H}), 0);  // dW_hh (G·H, H) = dGh^T · H_prev
+  mm_flush_denormals(out.dw_hh, dGh2.t(), r.h_prev.view({T * B, H}));  // dW_hh (G·H, H) = dGh^T · H_prev
   if (in.b_ih.defined()) {
     out.db_ih = empty({GH}, opt);
     reduce(ReduceOp::Sum, out.db_ih, dG2, {0});
