@@ -15,6 +15,7 @@ namespace {
 
 // 64-byte alignment: one cache line, one AVX-512 register.
 constexpr size_t kCpuAlignment = 64;
+constexpr size_t kSmallBytes = 256;
 
 // Note [CPU block cache]
 // Large buffers (activations, gradients: megabytes each, allocated and freed every training
@@ -77,8 +78,10 @@ class CPUAllocator final : public Allocator {
                      [](void* ctx, void* ptr) { block_cache().give_back(ptr, reinterpret_cast<size_t>(ctx)); },
                      device);
     }
+    // Tiny buffers (scalars, small vectors) skip the slower aligned path: malloc's 16-byte
+    // alignment is all their loops can use.
     const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* p = std::aligned_alloc(kCpuAlignment, rounded);
+    void* p = nbytes <= kSmallBytes ? std::malloc(nbytes) : std::aligned_alloc(kCpuAlignment, rounded);
     if (!p) throw std::bad_alloc();
     return DataPtr(p, nullptr, [](void*, void* ptr) { std::free(ptr); }, device);
   }

@@ -26,6 +26,7 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype_;
   impl->device = options.device_;
+  impl->version = std::make_shared<VersionCounter>();
   impl->storage = make_storage(size_t(impl->numel() * element_size(options.dtype_)), options.device_);
   return finish(Tensor(std::move(impl)), options);
 }

@@ -75,10 +75,11 @@ int64_t Tensor::storage_offset() const {
 }
 uint64_t Tensor::version() const {
   LOOM_CHECK_DEFINED("version");
-  return impl_->version->value.load();
+  return impl_->version ? impl_->version->value.load() : 0;
 }
 void Tensor::bump_version() const {
   LOOM_CHECK_DEFINED("bump_version");
+  if (!impl_->version) impl_->version = std::make_shared<VersionCounter>();  // a hand-made TensorImpl
   impl_->version->value.fetch_add(1);
 }
 

@@ -34,7 +34,7 @@ struct TensorImpl {
   int64_t offset = 0;    // in elements
   DType dtype = DType::Float32;
   Device device = kCPU;
-  std::shared_ptr<VersionCounter> version = std::make_shared<VersionCounter>();
+  std::shared_ptr<VersionCounter> version;  // shared by all views of one storage
   std::shared_ptr<AutogradMeta> autograd;  // null until requires_grad or a grad_fn is set
   bool is_view = false;                    // shares memory with another tensor
 
