@@ -15,7 +15,7 @@ namespace {
 const std::vector<std::string> kReductions{"none", "mean", "sum"};
 
 Tensor fixture(const std::string& name) {
-  static const SafetensorsFile file = load_safetensors(std::string(LOOM_TEST_DATA_DIR) + "/nn_losses.safetensors");
+  const SafetensorsFile& file = golden_file("nn_losses");
   auto it = file.tensors.find(name);
   INFO("fixture " << name);
   REQUIRE(it != file.tensors.end());

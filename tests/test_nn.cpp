@@ -18,8 +18,7 @@ using namespace loom::test;
 namespace {
 
 const SafetensorsFile& golden() {
-  static const SafetensorsFile file = load_safetensors(std::string(LOOM_TEST_DATA_DIR) + "/nn_layers.safetensors");
-  return file;
+  return golden_file("nn_layers");
 }
 
 Tensor fixture(const std::string& name) {

@@ -26,12 +26,7 @@ namespace {
 // ---- fixtures ------------------------------------------------------------------------------------
 
 const TensorMap& fixture(const std::string& name) {
-  static std::map<std::string, TensorMap> cache;
-  auto it = cache.find(name);
-  if (it == cache.end())
-    it = cache.emplace(name, load_safetensors(std::string(LOOM_TEST_DATA_DIR) + "/" + name + ".safetensors").tensors)
-             .first;
-  return it->second;
+  return golden_file(name).tensors;
 }
 
 const Tensor& at(const TensorMap& f, const std::string& key) {

@@ -56,7 +56,7 @@ struct Golden {
 };
 
 Golden load_golden(const std::string& name) {
-  return {name, load_safetensors(std::string(LOOM_TEST_DATA_DIR) + "/" + name + ".safetensors")};
+  return {name, golden_file(name)};
 }
 
 // |actual - expected| <= 1e-5 + 1e-5 |expected| elementwise (float32 against PyTorch).

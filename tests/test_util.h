@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -82,6 +83,16 @@ void require_throws_with(const std::function<void()>& f, const std::vector<std::
     FAIL("threw the wrong exception type: " << e.what());
   }
   FAIL("did not throw");
+}
+
+// The golden fixture tests/golden/data/<name>.safetensors, generated from PyTorch by the
+// scripts in tests/golden/; read once per process.
+inline const SafetensorsFile& golden_file(const std::string& name) {
+  static std::map<std::string, SafetensorsFile> cache;
+  auto it = cache.find(name);
+  if (it == cache.end())
+    it = cache.emplace(name, load_safetensors(std::string(LOOM_TEST_DATA_DIR) + "/" + name + ".safetensors")).first;
+  return it->second;
 }
 
 inline const std::vector<DType>& float_dtypes() {
