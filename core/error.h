@@ -26,6 +26,8 @@ class ValueError : public Error { using Error::Error; };        // bad argument 
 class AutogradError : public Error { using Error::Error; };     // misuse of autograd
 class NotImplementedError : public Error { using Error::Error; };
 class SerializationError : public Error { using Error::Error; };  // a bad or unreadable file
+class DataError : public Error { using Error::Error; };           // a malformed dataset record (file:line)
+class TimeoutError : public Error { using Error::Error; };        // a wait that ran past its limit
 class InternalError : public Error { using Error::Error; };      // a Loom bug
 
 namespace detail {

@@ -15,6 +15,7 @@
 namespace loom {
 namespace {
 std::atomic<int> num_threads{0};  // 0: not set yet
+thread_local bool serial_thread = false;  // see SerialThreadGuard
 
 int default_threads() {
   unsigned hw = std::thread::hardware_concurrency();
@@ -35,7 +36,11 @@ int get_num_threads() {
   return n > 0 ? n : default_threads();
 }
 
+SerialThreadGuard::SerialThreadGuard() : previous_(serial_thread) { serial_thread = true; }
+SerialThreadGuard::~SerialThreadGuard() { serial_thread = previous_; }
+
 bool in_parallel_region() {
+  if (serial_thread) return true;
 #ifdef _OPENMP
   return omp_in_parallel();
 #else

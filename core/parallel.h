@@ -15,6 +15,20 @@ int get_num_threads();
 // parallel loops and GEMMs then run on the calling thread.
 bool in_parallel_region();
 
+// Makes the calling thread run its kernels and GEMMs serially while the guard lives, as
+// if inside a parallel region: for threads that are themselves the parallelism (the
+// DataLoader's workers), so they do not each start a team of OpenMP threads.
+class SerialThreadGuard {
+ public:
+  SerialThreadGuard();
+  ~SerialThreadGuard();
+  SerialThreadGuard(const SerialThreadGuard&) = delete;
+  SerialThreadGuard& operator=(const SerialThreadGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Below this many elements a loop runs on the calling thread.
 constexpr int64_t kParallelGrain = 32768;
 
