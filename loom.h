@@ -23,3 +23,6 @@
 #include "core/safetensors.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+
+#include "data/data.h"
+#include "train/train.h"

@@ -1,0 +1,99 @@
+// The data side shared by the text-classification examples: read a labelled file (TSV,
+// CSV) or an aclImdb directory, hold out a test split, build the vocabulary from the
+// training split only, and evaluate a model on a loader. What a PyTorch script would
+// keep in its `data.py`.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "loom.h"
+
+namespace examples {
+
+using namespace loom;
+
+struct TextTask {
+  data::Vocab vocab;
+  data::LabelSet labels;
+  std::shared_ptr<data::TextClassificationDataset> train, test;
+};
+
+struct TextTaskOptions {
+  std::string path;            // a .tsv/.csv file, or an aclImdb directory
+  double test_fraction = 0.2;  // for a single file: held out at random (seeded)
+  uint64_t seed = 0;
+  size_t min_freq = 2;
+  size_t max_length = 64;      // tokens kept per text
+  size_t train_limit = 0;      // use only the first N training texts (0: all)
+  std::string vocab_path;      // load this vocabulary instead of building one
+};
+
+inline TextTask load_text_task(const TextTaskOptions& o) {
+  std::vector<data::LabelledText> train, test;
+  data::ReadReport report;
+  if (std::filesystem::is_directory(o.path)) {
+    train = data::read_aclimdb(o.path, "train", {}, &report);
+    test = data::read_aclimdb(o.path, "test");
+  } else {
+    std::tie(train, test) =
+        data::split_train_test(data::read_labelled_text(o.path, {}, &report), o.test_fraction, o.seed);
+  }
+  if (o.train_limit > 0 && train.size() > o.train_limit) train.resize(o.train_limit);
+
+  TextTask task;
+  task.labels = data::LabelSet::from(train);
+  task.vocab = o.vocab_path.empty() ? data::Vocab::build(data::tokenize_texts(train), o.min_freq)
+                                    : data::Vocab::load(o.vocab_path);
+  task.train = std::make_shared<data::TextClassificationDataset>(train, task.vocab, task.labels, o.max_length);
+  task.test = std::make_shared<data::TextClassificationDataset>(test, task.vocab, task.labels, o.max_length);
+  std::printf("data: %s: %zu train / %zu test texts, %zu labels, vocabulary %zu (min_freq %zu)\n",
+              o.path.c_str(), train.size(), test.size(), task.labels.size(), task.vocab.size(),
+              o.min_freq);
+  return task;
+}
+
+// Batches of similar lengths (little padding); shuffled per epoch for training.
+inline auto text_loader(const std::shared_ptr<data::TextClassificationDataset>& ds, size_t batch_size,
+                        bool shuffle, uint64_t seed, size_t workers) {
+  auto sampler = std::make_shared<data::BucketBatchSampler>(ds->lengths(), batch_size, seed, shuffle);
+  auto collate = [](std::vector<data::TextExample> examples) { return data::collate_text(std::move(examples)); };
+  return data::make_data_loader(ds, collate, sampler,
+                                data::DataLoaderOptions().num_workers(workers));
+}
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+
+// Mean cross-entropy and accuracy of model(tokens, lengths) over a loader, without grad.
+template <typename Loader, typename Model>
+Evaluation evaluate(Loader& loader, Model& model, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  double loss_sum = 0, correct = 0, count = 0;
+  for (data::TextBatch& cpu_batch : loader) {
+    data::TextBatch batch = cpu_batch.to(device);
+    Tensor logits = model.forward(batch.tokens, batch.lengths);
+    const double n = static_cast<double>(batch.labels.size(0));
+    loss_sum += nn::functional::cross_entropy(logits, batch.labels).item<double>() * n;
+    correct += logits.argmax(1).eq(batch.labels).sum().item<double>();
+    count += n;
+  }
+  model.train();
+  return {loss_sum / count, correct / count};
+}
+
+// For --smoke-test: true when the last epoch's mean training loss is clearly below the
+// first's (on a small subset the model must at least start to fit).
+inline bool loss_fell(const train::MetricsLog& log, const char* key = "train_loss") {
+  const auto& epochs = log.epochs();
+  if (epochs.size() < 2) return false;
+  const double first = *epochs.front().get(key), last = *epochs.back().get(key);
+  std::printf("smoke test: %s %.4f -> %.4f\n", key, first, last);
+  return last < 0.9 * first;
+}
+
+}  // namespace examples
