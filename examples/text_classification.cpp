@@ -39,9 +39,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Train an LSTM sentiment classifier on labelled text"};
   examples::TextTaskOptions data_options;
   data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
+  data_options.min_freq = 1;
   std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
-  int epochs = 6, threads = 0;
-  size_t batch_size = 32, workers = 2, embed_dim = 64, hidden = 128;
+  int epochs = 5, threads = 0;
+  size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128;
   double lr = 3e-3, dropout = 0.3;
   bool smoke_test = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
