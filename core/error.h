@@ -28,6 +28,7 @@ class NotImplementedError : public Error { using Error::Error; };
 class SerializationError : public Error { using Error::Error; };  // a bad or unreadable file
 class DataError : public Error { using Error::Error; };           // a malformed dataset record (file:line)
 class TimeoutError : public Error { using Error::Error; };        // a wait that ran past its limit
+class OutOfMemoryError : public Error { using Error::Error; };    // a device allocation failed
 class InternalError : public Error { using Error::Error; };      // a Loom bug
 
 namespace detail {
