@@ -10,6 +10,7 @@
 #include <string>
 
 #include "loom.h"
+#include "smoke_test.h"
 
 namespace examples {
 
@@ -86,14 +87,5 @@ Evaluation evaluate(Loader& loader, Model& model, Device device) {
   return {loss_sum / count, correct / count};
 }
 
-// For --smoke-test: true when the last epoch's mean training loss is clearly below the
-// first's (on a small subset the model must at least start to fit).
-inline bool loss_fell(const train::MetricsLog& log, const char* key = "train_loss") {
-  const auto& epochs = log.epochs();
-  if (epochs.size() < 2) return false;
-  const double first = *epochs.front().get(key), last = *epochs.back().get(key);
-  std::printf("smoke test: %s %.4f -> %.4f\n", key, first, last);
-  return last < 0.9 * first;
-}
 
 }  // namespace examples

@@ -1,0 +1,91 @@
+// GPU kernel benchmarks (issue "CUDA backend"), JSON lines as bench/bench_util.h. Each
+// memory-bound kernel is reported against the device-to-device copy bandwidth measured
+// in the same run (its "ceiling"); GEMMs in TFLOP/s, compared with PyTorch by running
+// bench/torch_cuda_bench.py beside it (scripts/gpu-check.sh does both).
+//
+//   copy      256 MB float32, dst.copy_(src)            bytes = 2 · size
+//   add       a + b over 256 MB each                     bytes = 3 · size   goal ≥ 85 % of copy
+//   softmax   rows of 4096, 256 MB                       bytes = 2 · size   goal ≥ 70 %
+//   sum       full reduction of 256 MB                   bytes = size       goal ≥ 80 %
+//   gemm      4096³ float32 (TF32 off, on) and bfloat16  2 · n³ flops       goal: PyTorch ± 5 %
+//   alloc     one cached allocate + free pair of 1 MiB   ns                 goal ≤ 1000 ns
+//
+// Without a GPU it says so and exits 0.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/allocator.h"
+#include "core/cuda.h"
+#include "loom.h"
+
+using namespace loom;
+
+namespace {
+
+// Median milliseconds of fn() on the current stream, timed with CUDA events.
+template <typename F>
+double median_ms(F&& fn, int warmup = 3, int reps = 20) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    cuda::Event start(true), stop(true);
+    start.record();
+    fn();
+    stop.record();
+    stop.synchronize();
+    ms.push_back(start.elapsed_ms(stop));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void line(const char* bench, int64_t size, const char* dtype, double value, const char* unit,
+          double ceiling = 0) {
+  bench::print({bench, "loom", size, dtype, 0, value, unit, ceiling});
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "bench_cuda: no CUDA device (%s); nothing to measure\n",
+                 built_with_cuda() ? "none found" : "Loom was built without CUDA");
+    return 0;
+  }
+  const TensorOptions on_gpu = TensorOptions().device(kCUDA);
+  const int64_t n = 64 << 20;  // 64 Mi float32 = 256 MB
+  const double bytes = double(n) * 4;
+
+  Tensor src = randn({n}, on_gpu), dst = empty({n}, on_gpu);
+  const double copy_gbs = 2 * bytes / median_ms([&] { dst.copy_(src); }) / 1e6;
+  line("copy", n, "float32", copy_gbs, "GB/s");
+
+  Tensor a = randn({n}, on_gpu), b = randn({n}, on_gpu);
+  line("add", n, "float32", 3 * bytes / median_ms([&] { Tensor c = a + b; }) / 1e6, "GB/s", copy_gbs);
+
+  Tensor rows = randn({n / 4096, 4096}, on_gpu);
+  line("softmax", n, "float32", 2 * bytes / median_ms([&] { Tensor y = rows.softmax(1); }) / 1e6, "GB/s",
+       copy_gbs);
+  line("sum", n, "float32", bytes / median_ms([&] { Tensor s = a.sum(); }) / 1e6, "GB/s", copy_gbs);
+
+  const int64_t m = 4096;
+  const double flops = 2.0 * double(m) * double(m) * double(m);
+  for (auto [dtype, tf32, name] : {std::tuple{kFloat32, false, "float32"}, std::tuple{kFloat32, true, "tf32"},
+                                   std::tuple{kBFloat16, false, "bfloat16"}}) {
+    cuda::set_allow_tf32(tf32);
+    Tensor x = randn({m, m}, on_gpu).to(dtype), y = randn({m, m}, on_gpu).to(dtype);
+    line("gemm", m, name, flops / median_ms([&] { Tensor z = x.matmul(y); }) / 1e9, "TFLOP/s");
+  }
+  cuda::set_allow_tf32(false);
+
+  // The caching allocator's fast path: a block of this size is cached after the first pair.
+  Allocator* allocator = get_allocator(DeviceType::CUDA);
+  const int pairs = 100000;
+  const double s = bench::median_seconds([&] {
+    for (int i = 0; i < pairs; ++i) DataPtr p = allocator->allocate(1 << 20, kCUDA);
+  }, 1, 5);
+  line("alloc_free_pair", 1 << 20, "bytes", s / pairs * 1e9, "ns");
+}

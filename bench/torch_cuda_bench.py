@@ -1,0 +1,63 @@
+"""PyTorch's side of bench/bench_cuda.cpp: the same GPU measurements, the same JSON lines
+(framework "pytorch"), so scripts/gpu-check.sh can print both in one table from one run.
+
+    python3 bench/torch_cuda_bench.py
+"""
+import json
+import sys
+
+import torch
+
+
+def median_ms(fn, warmup=3, reps=20):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def line(bench, size, dtype, value, unit, ceiling=0.0):
+    row = {"bench": bench, "framework": "pytorch", "size": size, "dtype": dtype, "threads": 0,
+           "value": value, "unit": unit}
+    if ceiling > 0:
+        row["ceiling"] = ceiling
+        row["fraction_of_ceiling"] = value / ceiling
+    print(json.dumps(row), flush=True)
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("torch_cuda_bench: no CUDA device; nothing to measure", file=sys.stderr)
+        return
+    dev = "cuda"
+    n = 64 << 20
+    nbytes = n * 4
+    src, dst = torch.randn(n, device=dev), torch.empty(n, device=dev)
+    copy = 2 * nbytes / median_ms(lambda: dst.copy_(src)) / 1e6
+    line("copy", n, "float32", copy, "GB/s")
+    a, b = torch.randn(n, device=dev), torch.randn(n, device=dev)
+    line("add", n, "float32", 3 * nbytes / median_ms(lambda: a + b) / 1e6, "GB/s", copy)
+    rows = torch.randn(n // 4096, 4096, device=dev)
+    line("softmax", n, "float32", 2 * nbytes / median_ms(lambda: rows.softmax(1)) / 1e6, "GB/s", copy)
+    line("sum", n, "float32", nbytes / median_ms(lambda: a.sum()) / 1e6, "GB/s", copy)
+
+    m = 4096
+    flops = 2.0 * m ** 3
+    for dtype, tf32, name in [(torch.float32, False, "float32"), (torch.float32, True, "tf32"),
+                              (torch.bfloat16, False, "bfloat16")]:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        x, y = torch.randn(m, m, device=dev, dtype=dtype), torch.randn(m, m, device=dev, dtype=dtype)
+        line("gemm", m, name, flops / median_ms(lambda: x @ y) / 1e9, "TFLOP/s")
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+if __name__ == "__main__":
+    main()

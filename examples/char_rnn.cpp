@@ -1,0 +1,262 @@
+// A character-level language model: an LSTM reads Jane Austen's *Persuasion*
+// (examples/data/persuasion.txt, see its README) one character at a time, learns to
+// predict the next one, and then writes new text from a prompt — Karpathy's char-rnn, as
+// a PyTorch user would write it. The last 10% of the novel is held out for validation.
+//
+//   ./build/cpu/examples/char_rnn                          # defaults: about two minutes
+//   ./build/cpu/examples/char_rnn --prompt "Captain Wentworth" --temperature 0.5
+//   ./build/cpu/examples/char_rnn --epochs 20 --hidden 512 --checkpoint persuasion.safetensors
+//
+// Writes metrics (CSV + JSONL), the loss curves (SVG) and a summary under --out.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "loom.h"
+#include "smoke_test.h"
+
+using namespace loom;
+
+// A Vocab token may not hold a line break, so a newline is this character in the
+// vocabulary and becomes '\n' again when printed.
+const std::string kNewline = "↵";
+
+// The text's characters (UTF-8 code points), each as its own string: the tokens of a
+// character-level Vocab. '\r' (of CRLF files) is dropped and a tab becomes a space; a
+// malformed byte stays a token of its own, which Vocab::build rejects as not UTF-8.
+std::vector<std::string> characters(const std::string& text) {
+  std::vector<std::string> chars;
+  for (size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    std::string c = text.substr(i, length);
+    i += length;
+    if (c == "\n") chars.push_back(kNewline);
+    else if (c == "\t") chars.push_back(" ");
+    else if (c != "\r") chars.push_back(std::move(c));
+  }
+  return chars;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LOOM_CHECK(in, DataError, path, ": cannot open the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// seq_len characters and the seq_len characters one step later, which the model predicts.
+// A single window holds (T) ids; a batch of them, (B, T).
+struct CharWindow {
+  Tensor input, target;
+};
+
+// The non-overlapping windows of a text (ids: (N) int64); the training loader shuffles
+// them, so every epoch reads the whole text in a new order of random windows.
+auto window_dataset(Tensor ids, int64_t seq_len) {
+  LOOM_CHECK(seq_len > 0, ValueError, "--seq-len must be positive, got ", seq_len);
+  const int64_t count = (ids.size(0) - 1) / seq_len;
+  LOOM_CHECK(count > 0, ValueError, "a text of ", ids.size(0), " characters is too short for --seq-len ",
+             seq_len);
+  return std::make_shared<data::LambdaDataset<CharWindow>>(count, [ids, seq_len](size_t i) {
+    const int64_t start = static_cast<int64_t>(i) * seq_len;
+    return CharWindow{ids.narrow(0, start, seq_len), ids.narrow(0, start + 1, seq_len)};
+  });
+}
+
+CharWindow collate(std::vector<CharWindow> windows) {
+  std::vector<Tensor> inputs, targets;
+  for (CharWindow& w : windows) {
+    inputs.push_back(w.input);
+    targets.push_back(w.target);
+  }
+  return {stack(inputs), stack(targets)};  // (B, T) each
+}
+
+struct CharLSTM : nn::Module {
+  CharLSTM(int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
+      : embedding(register_module("embedding", nn::Embedding(vocab, dim))),
+        lstm(register_module("lstm",
+                             nn::LSTM(nn::RNNOptions(dim, hidden).num_layers(layers).batch_first(true)))),
+        fc(register_module("fc", nn::Linear(hidden, vocab))) {}
+
+  // ids (B, T) -> logits (B, T, vocab) and the LSTM's state after the last step, to carry
+  // into the next call (an empty state starts from zeros).
+  std::pair<Tensor, nn::RNNState> forward(const Tensor& ids, const nn::RNNState& state = {}) {
+    nn::RNNOutput out = lstm(embedding(ids), state);  // output (B, T, hidden)
+    return {fc(out.output), {out.h_n, out.c_n}};
+  }
+
+  nn::Embedding embedding;
+  nn::LSTM lstm;
+  nn::Linear fc;
+};
+
+// Mean cross-entropy per character over a loader, without grad.
+template <typename Loader>
+double evaluate(Loader& loader, CharLSTM& model, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  double loss_sum = 0, count = 0;
+  for (CharWindow& batch : loader) {
+    Tensor logits = model.forward(batch.input.to(device)).first;  // (B, T, V)
+    Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}),  // (B·T, V)
+                                                batch.target.to(device).reshape({-1}));  // (B·T)
+    loss_sum += loss.item<double>() * double(batch.target.numel());
+    count += double(batch.target.numel());
+  }
+  model.train();
+  return loss_sum / count;
+}
+
+// An index drawn with the given probabilities (V), as torch.multinomial(probs, 1): a
+// uniform number against their running sum.
+int64_t draw(const Tensor& probs) {
+  const std::vector<double> cumulative = probs.cumsum(0).to_vector<double>();
+  const double u = rand({1}, kFloat64).item<double>() * cumulative.back();
+  const auto it = std::upper_bound(cumulative.begin(), cumulative.end(), u);
+  return std::min<int64_t>(it - cumulative.begin(), static_cast<int64_t>(cumulative.size()) - 1);
+}
+
+// The prompt and `length` characters after it, each drawn from softmax(logits / temperature)
+// and fed back in while the LSTM's state carries everything read so far.
+std::string sample(CharLSTM& model, const data::Vocab& vocab, const std::string& prompt, size_t length,
+                   double temperature, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  const std::vector<int64_t> ids = vocab.encode(characters(prompt));
+  auto [logits, state] = model.forward(from_vector(ids, {1, static_cast<int64_t>(ids.size())}).to(device));
+  std::string text = prompt;
+  for (size_t i = 0; i < length; ++i) {
+    Tensor probs = (logits[0][-1] / temperature).softmax(0);  // the last step's (V)
+    const int64_t next = draw(probs.cpu());
+    text += vocab.token(next) == kNewline ? "\n" : vocab.token(next);
+    std::tie(logits, state) = model.forward(from_vector<int64_t>({next}, {1, 1}).to(device), state);
+  }
+  model.train();
+  return text;
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train a character-level LSTM on a novel and sample from it"};
+  std::string data_path = LOOM_EXAMPLES_DATA_DIR "/persuasion.txt";
+  std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
+  int epochs = 10, threads = 0;
+  size_t batch_size = 32, sample_length = 400;
+  int64_t seq_len = 100, embed_dim = 32, hidden = 256, layers = 1;
+  double lr = 3e-3, temperature = 0.8;
+  uint64_t seed = 0;
+  bool smoke_test = false;
+  app.add_option("--data", data_path, "a UTF-8 text file");
+  app.add_option("--device", device_name, "cpu or cuda");
+  app.add_option("--epochs", epochs);
+  app.add_option("--batch-size", batch_size);
+  app.add_option("--lr", lr);
+  app.add_option("--seq-len", seq_len, "characters per training window");
+  app.add_option("--embed-dim", embed_dim);
+  app.add_option("--hidden", hidden);
+  app.add_option("--layers", layers);
+  app.add_option("--seed", seed);
+  app.add_option("--threads", threads, "threads for the math (0: all cores)");
+  app.add_option("--prompt", prompt, "text the sample starts from");
+  app.add_option("--sample-length", sample_length, "characters to generate");
+  app.add_option("--temperature", temperature, "below 1: safer choices; above 1: wilder");
+  app.add_option("--checkpoint", checkpoint, "save the weights here at the end (the vocabulary beside them)");
+  app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
+  app.add_flag("--smoke-test", smoke_test, "3 quick epochs on 40k characters; exit 1 unless the loss falls");
+  CLI11_PARSE(app, argc, argv);
+  if (smoke_test) {
+    epochs = 3;
+    sample_length = 100;
+  }
+
+  try {
+    LOOM_CHECK(epochs > 0, ValueError, "--epochs must be positive, got ", epochs);
+    LOOM_CHECK(!prompt.empty(), ValueError, "--prompt must not be empty");
+    LOOM_CHECK(temperature > 0, ValueError, "--temperature must be positive, got ", temperature);
+    if (threads > 0) set_num_threads(threads);
+    manual_seed(seed);
+    const Device device(device_name);
+
+    // Characters -> ids; the vocabulary comes from the first 90% (training), the rest is held out.
+    std::vector<std::string> chars = characters(read_text(data_path));
+    if (smoke_test) chars.resize(std::min<size_t>(chars.size(), 40000));
+    const auto split = static_cast<std::ptrdiff_t>(chars.size() * 9 / 10);
+    const std::vector<std::string> train_chars(chars.begin(), chars.begin() + split);
+    const std::vector<std::string> valid_chars(chars.begin() + split, chars.end());
+    const data::Vocab vocab = data::Vocab::build({train_chars});
+    auto train_set = window_dataset(from_vector(vocab.encode(train_chars)), seq_len);
+    auto valid_set = window_dataset(from_vector(vocab.encode(valid_chars)), seq_len);
+    std::printf("data: %s: %zu characters, vocabulary %zu: %zu train / %zu validation windows of %lld\n",
+                data_path.c_str(), chars.size(), vocab.size(), train_set->size(), valid_set->size(),
+                static_cast<long long>(seq_len));
+    auto train_loader = data::make_data_loader(train_set, collate,
+                                               data::DataLoaderOptions(batch_size).shuffle(true).seed(seed));
+    auto valid_loader = data::make_data_loader(valid_set, collate, data::DataLoaderOptions(128));
+
+    auto model = std::make_shared<CharLSTM>(vocab.size(), embed_dim, hidden, layers);
+    model->to(device);
+    optim::Adam optimizer(model->parameters(), lr);
+    optim::CosineAnnealingLR scheduler(optimizer, epochs);
+
+    train::MetricsLog log(out_dir, "char_rnn");
+    train::RunSummary summary;
+    size_t step = 0;
+    double valid_loss = 0;
+    for (int epoch = 0; epoch < epochs; ++epoch) {
+      summary.start_epoch();
+      train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
+                             train_loader.size(), {.item_name = "chars"});
+      double loss_sum = 0;
+      size_t seen = 0;
+      for (CharWindow& cpu_batch : train_loader) {
+        Tensor input = cpu_batch.input.to(device), target = cpu_batch.target.to(device);  // (B, T)
+        optimizer.zero_grad();
+        Tensor logits = model->forward(input).first;                                      // (B, T, V)
+        Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}),  // (B·T, V)
+                                                    target.reshape({-1}));                // (B·T)
+        loss.backward();
+        optim::clip_grad_norm_(model->parameters(), 1.0);
+        optimizer.step();
+
+        const auto n = static_cast<size_t>(target.numel());
+        const double l = loss.item<double>();
+        loss_sum += l * double(n);
+        seen += n;
+        log.log_step(epoch + 1, ++step, {{"loss", l}});
+        bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
+      }
+      bar.close();
+      scheduler.step();
+      summary.end_epoch(seen);
+
+      valid_loss = evaluate(valid_loader, *model, device);
+      log.log_epoch(epoch + 1, {{"train_loss", loss_sum / double(seen)}, {"valid_loss", valid_loss},
+                                {"valid_perplexity", std::exp(valid_loss)}});
+      std::printf("epoch %d: train loss %.4f | validation loss %.4f, perplexity %.2f\n", epoch + 1,
+                  loss_sum / double(seen), valid_loss, std::exp(valid_loss));
+    }
+
+    for (const std::string& file : train::write_training_curves(out_dir + "/char_rnn", log))
+      std::printf("wrote %s\n", file.c_str());
+    if (!checkpoint.empty()) {
+      optim::save_weights(checkpoint, *model);
+      vocab.save(checkpoint + ".vocab.txt");
+      std::printf("wrote %s and %s.vocab.txt\n", checkpoint.c_str(), checkpoint.c_str());
+    }
+    summary.set("valid_loss", valid_loss);
+    summary.set("valid_perplexity", std::exp(valid_loss));
+    std::printf("%s", summary.format("chars").c_str());
+    std::printf("sample (temperature %.2f):\n%s\n", temperature,
+                sample(*model, vocab, prompt, sample_length, temperature, device).c_str());
+    if (smoke_test && !examples::loss_fell(log)) return 1;
+  } catch (const loom::Error& e) {
+    std::fprintf(stderr, "char_rnn: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
