@@ -250,6 +250,7 @@ int main(int argc, char** argv) {
     }
     summary.set("valid_loss", valid_loss);
     summary.set("valid_perplexity", std::exp(valid_loss));
+    summary.record_device_peak(device);
     std::printf("%s", summary.format("chars").c_str());
     std::printf("sample (temperature %.2f):\n%s\n", temperature,
                 sample(*model, vocab, prompt, sample_length, temperature, device).c_str());

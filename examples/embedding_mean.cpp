@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
 
     train::write_training_curves(out_dir + "/embedding_mean", log);
     summary.set("test_accuracy", test.accuracy);
+    summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
     if (smoke_test && !examples::loss_fell(log)) return 1;

@@ -4,12 +4,15 @@
 // DataLoader, model(x), cross_entropy, backward, clip, step, scheduler, checkpoint.
 //
 //   ./build/cpu/examples/text_classification                       # defaults: a few minutes
-//   ./build/cpu/examples/text_classification --epochs 3 --checkpoint run.safetensors
+//   ./build/cpu/examples/text_classification --epochs 6 --checkpoint run.safetensors --stop-after 3
 //   ./build/cpu/examples/text_classification --resume run.safetensors --epochs 6
+//   (--stop-after N ends a run early, as if interrupted; resuming then continues exactly
+//   where an uninterrupted run would be: same batches, same dropout masks, same numbers)
 //   ./build/cpu/examples/text_classification --data path/to/aclImdb  # or any label<TAB>text file
 //
 // Writes metrics (CSV + JSONL), loss/accuracy curves (SVG) and a summary under --out.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "loom.h"
@@ -41,7 +44,7 @@ int main(int argc, char** argv) {
   data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
   data_options.min_freq = 1;
   std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
-  int epochs = 5, threads = 0;
+  int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128;
   double lr = 3e-3, dropout = 0.3;
   bool smoke_test = false;
@@ -55,10 +58,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-length", data_options.max_length, "tokens kept per text");
   app.add_option("--min-freq", data_options.min_freq, "rarer words become <unk>");
   app.add_option("--seed", data_options.seed);
+  app.add_option("--train-limit", data_options.train_limit, "train on the first N training texts only");
   app.add_option("--workers", workers, "DataLoader worker threads");
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--checkpoint", checkpoint, "save a training checkpoint here after every epoch");
   app.add_option("--resume", resume, "continue from this checkpoint");
+  app.add_option("--stop-after", stop_after, "stop after this many epochs of this run, as if interrupted");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
@@ -94,7 +99,8 @@ int main(int argc, char** argv) {
     train::MetricsLog log(out_dir, "text_classification");
     train::RunSummary summary;
     examples::Evaluation test{};
-    for (int64_t epoch = start_epoch; epoch < epochs; ++epoch) {
+    const int64_t end_epoch = stop_after > 0 ? std::min<int64_t>(epochs, start_epoch + stop_after) : epochs;
+    for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
       summary.start_epoch();
       train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
                              train_loader.size(), {.item_name = "tokens"});
@@ -134,10 +140,11 @@ int main(int argc, char** argv) {
       }
     }
 
-    if (start_epoch >= epochs) test = examples::evaluate(test_loader, *model, device);
+    if (start_epoch >= end_epoch) test = examples::evaluate(test_loader, *model, device);
     for (const std::string& file : train::write_training_curves(out_dir + "/text_classification", log))
       std::printf("wrote %s\n", file.c_str());
     summary.set("test_accuracy", test.accuracy);
+    summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
     if (smoke_test && !examples::loss_fell(log)) return 1;

@@ -197,6 +197,7 @@ int main(int argc, char** argv) {
 
     summary.set("test_rmse_ppm", test.rmse());
     summary.set("naive_rmse_ppm", naive);
+    summary.record_device_peak(device);
     std::printf("%s", summary.format("windows").c_str());
     std::printf("test RMSE over %zu windows x %zu weeks: %s %.3f ppm, naive last value %.3f ppm (%s)\n",
                 test_set->size(), horizon, cell.c_str(), test.rmse(), naive,

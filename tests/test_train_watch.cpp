@@ -13,6 +13,8 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "core/cuda.h"
 #include <random>
 #include <sstream>
 #include <string>
@@ -617,4 +619,11 @@ TEST_CASE("train watch: byte formatting and peak host memory", "[train]") {
   const size_t peak = RunSummary::peak_host_memory_bytes();
   CHECK(peak >= kBuffer);
   CHECK(peak < (size_t{1} << 40));  // bytes, not KiB counted as bytes twice
+}
+
+TEST_CASE("RunSummary::record_device_peak: nothing for the CPU; a GPU needs one", "[train]") {
+  loom::train::RunSummary summary;
+  summary.record_device_peak(loom::kCPU);
+  CHECK(nlohmann::json::parse(summary.to_json())["peak_device_memory"].is_null());
+  if (!loom::cuda::is_available()) CHECK_THROWS_AS(summary.record_device_peak(loom::kCUDA), loom::DeviceError);
 }

@@ -1,6 +1,8 @@
 // RunSummary: see run_summary.h.
 #include "train/run_summary.h"
 
+#include "core/cuda.h"
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -74,6 +76,11 @@ void RunSummary::set(std::string key, double value) {
 
 void RunSummary::set_peak_device_memory(size_t bytes, std::string device_name) {
   device_peak_ = {std::move(device_name), bytes};
+}
+
+void RunSummary::record_device_peak(Device device) {
+  if (device.is_cuda())
+    set_peak_device_memory(cuda::max_memory_allocated(device.index), cuda::device_name(device.index));
 }
 
 size_t RunSummary::peak_host_memory_bytes() {

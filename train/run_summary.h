@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/device.h"
 #include "train/progress.h"  // Clock
 
 namespace loom::train {
@@ -33,6 +34,9 @@ class RunSummary {
   // A final metric such as "test_accuracy"; setting a key again replaces its value.
   void set(std::string key, double value);
   void set_peak_device_memory(size_t bytes, std::string device_name);
+  // For a run on `device`: a CUDA device's peak (cuda::max_memory_allocated) and name are
+  // read now; the CPU needs nothing (its peak is the process's).
+  void record_device_peak(Device device);
 
   // The process's peak resident set size so far, in bytes (0 where unknown).
   static size_t peak_host_memory_bytes();
