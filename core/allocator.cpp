@@ -92,7 +92,22 @@ std::array<std::atomic<Allocator*>, 2> allocators{&cpu_allocator, nullptr};
 
 }  // namespace
 
-Allocator* get_allocator(DeviceType type) { return allocators[size_t(type)].load(); }
+#ifdef LOOM_WITH_CUDA
+namespace cuda::detail {
+Allocator* caching_allocator();  // kernels/cuda/cuda_allocator.cpp
+}
+#endif
+
+Allocator* get_allocator(DeviceType type) {
+  Allocator* allocator = allocators[size_t(type)].load();
+#ifdef LOOM_WITH_CUDA
+  // The CUDA caching allocator unless another one was installed. Asked for here rather
+  // than registered by a static initializer: a static libloom would drop an object file
+  // that nothing references, and its registration with it.
+  if (!allocator && type == DeviceType::CUDA) allocator = cuda::detail::caching_allocator();
+#endif
+  return allocator;
+}
 
 void set_allocator(DeviceType type, Allocator* allocator) { allocators[size_t(type)].store(allocator); }
 

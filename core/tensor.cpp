@@ -4,8 +4,16 @@
 #include <algorithm>
 
 #include "core/factories.h"
+#include "kernels/kernels.h"
 
 namespace loom {
+
+#ifdef LOOM_WITH_CUDA
+namespace cuda::detail {  // kernels/cuda/cuda_allocator.cpp
+Allocator* pinned_allocator();
+bool is_pinned(const void* ptr);
+}  // namespace cuda::detail
+#endif
 
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides(sizes.size());
@@ -110,6 +118,36 @@ void* Tensor::data() const {
   LOOM_CHECK_DEFINED("data");
   if (!impl_->storage || !impl_->storage->data()) return nullptr;
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
+}
+
+bool Tensor::is_pinned() const {
+  LOOM_CHECK_DEFINED("is_pinned");
+#ifdef LOOM_WITH_CUDA
+  // Pinned storages come from the pinned allocator, which knows the blocks it handed out.
+  return is_cpu() && impl_->storage && cuda::detail::is_pinned(impl_->storage->data());
+#else
+  return false;
+#endif
+}
+
+Tensor Tensor::pin_memory() const {
+  LOOM_CHECK_DEFINED("pin_memory");
+  LOOM_CHECK(is_cpu(), DeviceError, "pin_memory: only CPU tensors can be pinned; this one is on ", device());
+#ifdef LOOM_WITH_CUDA
+  if (is_pinned()) return *this;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes();
+  impl->strides = contiguous_strides(sizes());
+  impl->dtype = dtype();
+  impl->device = kCPU;
+  impl->version = std::make_shared<VersionCounter>();
+  impl->storage = std::make_shared<StorageImpl>(cuda::detail::pinned_allocator()->allocate(nbytes(), kCPU), nbytes());
+  Tensor pinned(std::move(impl));
+  kernels::copy(pinned, *this);
+  return pinned;
+#else
+  throw DeviceError("pin_memory: Loom was built without CUDA support; pinned memory needs the CUDA backend");
+#endif
 }
 
 void Tensor::check_dtype_for_access(DType requested, const char* what) const {

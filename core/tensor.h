@@ -143,6 +143,12 @@ class Tensor {
   Tensor to(Device device, DType dtype) const;
   Tensor cpu() const { return to(kCPU); }
   Tensor cuda(int index = 0) const { return to(Device(DeviceType::CUDA, index)); }
+  // Page-locked ("pinned") host memory, which GPU copies can read and write without the
+  // host waiting: x.pin_memory().to(kCUDA, /*non_blocking=*/true). pin_memory() returns a
+  // pinned, contiguous copy of a CPU tensor (this tensor if it is pinned already), without
+  // autograd history; it needs the CUDA backend and a device (DeviceError otherwise).
+  Tensor pin_memory() const;
+  bool is_pinned() const;  // false in a build without CUDA
   Tensor float_() const { return to(kFloat32); }
 
   // ---- elementwise binary (broadcasting) --------------------------------------------------

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/build_info.h"
+#include "core/cuda.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/dataset.h"
@@ -53,8 +54,9 @@ struct DataLoaderOptions {
   DataLoaderOptions& drop_last(bool d) { drop_last_ = d; return *this; }
   DataLoaderOptions& num_workers(size_t n) { num_workers_ = n; return *this; }
   DataLoaderOptions& prefetch_factor(size_t n) { prefetch_factor_ = n; return *this; }
-  // Page-locked batches for faster host-to-GPU copies: calls batch.pin_memory() when the
-  // batch type has one and Loom was built with CUDA; otherwise ignored with a warning.
+  // Page-locked batches for faster host-to-GPU copies (then batch.to(device, non_blocking)):
+  // calls batch.pin_memory() in the worker when the batch type has one (Tensor, TextBatch,
+  // WindowBatch do). Without a usable GPU it is ignored with a warning, as in PyTorch.
   DataLoaderOptions& pin_memory(bool p) { pin_memory_ = p; return *this; }
   // Seconds to wait for a worker's batch before throwing TimeoutError; 0 waits forever.
   // Only meaningful with workers (as in PyTorch, ignored when num_workers is 0).
@@ -246,8 +248,9 @@ class DataLoader {
       batch_sampler_ = std::make_shared<ChunkBatchSampler>(sampler, options_.batch_size_,
                                                            options_.drop_last_);
     }
-    if (options_.pin_memory_ && !built_with_cuda()) {
-      std::cerr << "loom: DataLoader pin_memory ignored: Loom was built without CUDA\n";
+    if (options_.pin_memory_ && !cuda::is_available()) {  // as PyTorch: warn, then ignore
+      std::cerr << "loom: DataLoader pin_memory ignored: "
+                << (built_with_cuda() ? "no CUDA device found" : "Loom was built without CUDA") << "\n";
       options_.pin_memory_ = false;
     }
   }

@@ -53,7 +53,8 @@ struct TextBatch {
   Tensor labels;   // (B) int64
   // Moves tokens and labels; lengths stay on the CPU, where nn::LSTM (like PyTorch's
   // pack_padded_sequence) wants them.
-  TextBatch to(Device device) const;
+  TextBatch to(Device device, bool non_blocking = false) const;
+  TextBatch pin_memory() const;  // page-locked copies (DataLoaderOptions::pin_memory)
 };
 
 // Pads a batch of examples with pad to the longest one, keeping their order. ValueError

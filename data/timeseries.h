@@ -120,6 +120,10 @@ class WindowDataset : public Dataset<WindowExample> {
 struct WindowBatch {
   Tensor input;   // (B, L, C)
   Tensor target;  // (B, H, C_target)
+  WindowBatch to(Device device, bool non_blocking = false) const {
+    return {input.to(device, non_blocking), target.to(device, non_blocking)};
+  }
+  WindowBatch pin_memory() const { return {input.pin_memory(), target.pin_memory()}; }  // DataLoaderOptions::pin_memory
 };
 
 // Stacks examples into a batch; an empty vector is a ValueError.

@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
     manual_seed(data_options.seed);
     const Device device(device_name);
     examples::TextTask task = examples::load_text_task(data_options);
-    auto train_loader = examples::text_loader(task.train, batch_size, true, data_options.seed, workers);
-    auto test_loader = examples::text_loader(task.test, 256, false, 0, workers);
+    auto train_loader = examples::text_loader(task.train, batch_size, true, data_options.seed, workers, device.is_cuda());
+    auto test_loader = examples::text_loader(task.test, 256, false, 0, workers, device.is_cuda());
 
     auto model = std::make_shared<SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
     model->to(device);
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
       double loss_sum = 0, correct = 0, seen = 0;
       size_t tokens = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
-        data::TextBatch batch = cpu_batch.to(device);
+        data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
         optimizer.zero_grad();
         Tensor logits = model->forward(batch.tokens, batch.lengths);
         Tensor loss = nn::functional::cross_entropy(logits, batch.labels);

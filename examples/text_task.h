@@ -57,12 +57,13 @@ inline TextTask load_text_task(const TextTaskOptions& o) {
 }
 
 // Batches of similar lengths (little padding); shuffled per epoch for training.
+// pin_memory: page-locked batches, for non-blocking copies to a GPU.
 inline auto text_loader(const std::shared_ptr<data::TextClassificationDataset>& ds, size_t batch_size,
-                        bool shuffle, uint64_t seed, size_t workers) {
+                        bool shuffle, uint64_t seed, size_t workers, bool pin_memory = false) {
   auto sampler = std::make_shared<data::BucketBatchSampler>(ds->lengths(), batch_size, seed, shuffle);
   auto collate = [](std::vector<data::TextExample> examples) { return data::collate_text(std::move(examples)); };
   return data::make_data_loader(ds, collate, sampler,
-                                data::DataLoaderOptions().num_workers(workers));
+                                data::DataLoaderOptions().num_workers(workers).pin_memory(pin_memory));
 }
 
 struct Evaluation {
@@ -76,7 +77,7 @@ Evaluation evaluate(Loader& loader, Model& model, Device device) {
   model.eval();
   double loss_sum = 0, correct = 0, count = 0;
   for (data::TextBatch& cpu_batch : loader) {
-    data::TextBatch batch = cpu_batch.to(device);
+    data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);
     Tensor logits = model.forward(batch.tokens, batch.lengths);
     const double n = static_cast<double>(batch.labels.size(0));
     loss_sum += nn::functional::cross_entropy(logits, batch.labels).item<double>() * n;

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "cuda_test_util.h"
 #include "data/dataloader.h"
 #include "test_util.h"
 
@@ -264,4 +265,34 @@ TEST_CASE("BucketBatchSampler: each index once, similar lengths together", "[dat
   BucketBatchSampler eval(lengths, 16, 0, false, false, 4);
   REQUIRE(eval.batches(0) == eval.batches(5));
   REQUIRE(eval.batches(0).size() == eval.num_batches());
+}
+
+TEST_CASE("DataLoader: pin_memory without a GPU is ignored, as in PyTorch", "[data][loader]") {
+  if (cuda::is_available()) return;  // the [cuda] case below covers it
+  auto ds = std::make_shared<LambdaDataset<Tensor>>(5, [](size_t i) { return full({2}, double(i)); });
+  auto stack_rows = [](std::vector<Tensor> rows) { return stack(rows, 0); };
+  auto loader = make_data_loader(ds, stack_rows, DataLoaderOptions(2).pin_memory(true).num_workers(1));
+  REQUIRE_FALSE(loader.options().pin_memory_);
+  size_t rows = 0;
+  for (Tensor& b : loader) {
+    REQUIRE_FALSE(b.is_pinned());
+    rows += size_t(b.size(0));
+  }
+  REQUIRE(rows == 5);
+}
+
+TEST_CASE("DataLoader: pin_memory gives page-locked batches that copy to the GPU", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  auto ds = std::make_shared<LambdaDataset<Tensor>>(9, [](size_t i) { return full({3}, double(i) + 0.25); });
+  auto stack_rows = [](std::vector<Tensor> rows) { return stack(rows, 0); };
+  auto loader = make_data_loader(ds, stack_rows, DataLoaderOptions(4).pin_memory(true).num_workers(2));
+  size_t b = 0;
+  for (Tensor& batch : loader) {
+    REQUIRE(batch.is_pinned());
+    Tensor back = batch.to(kCUDA, /*non_blocking=*/true).cpu();
+    for (int64_t r = 0; r < back.size(0); ++r)
+      for (float v : back[r].to_vector<float>()) REQUIRE(v == float(b * 4 + size_t(r)) + 0.25f);
+    ++b;
+  }
+  REQUIRE(b == 3);
 }

@@ -1,5 +1,6 @@
 // CPU elementwise kernels: unary, binary, where, copy (with casts) and fill.
 #include "kernels/cpu/loops.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/functors.h"
 
@@ -9,6 +10,7 @@ using cpu::check_cpu;
 using cpu::elementwise;
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
+  LOOM_DISPATCH_CUDA(out, unary, op, out, in, arg0, arg1);
   check_cpu(out, "unary");
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
@@ -21,6 +23,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double 
 }
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
+  LOOM_DISPATCH_CUDA(out, binary, op, out, a, b, alpha);
   check_cpu(out, "binary");
   dispatch_all(a.dtype(), "binary", [&]<typename T>() {
     using M = opmath_t<T>;
@@ -33,6 +36,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
 }
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  LOOM_DISPATCH_CUDA(out, where, out, cond, a, b);
   check_cpu(out, "where");
   dispatch_all(a.dtype(), "where", [&]<typename T>() {
     using M = opmath_t<T>;
@@ -41,6 +45,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
+  LOOM_DISPATCH_CUDA(dst, copy, dst, src);
   check_cpu(dst, "copy");
   check_cpu(src, "copy");
   if (dst.numel() == 0) return;
@@ -61,6 +66,7 @@ void copy(const Tensor& dst, const Tensor& src) {
 }
 
 void fill(const Tensor& dst, Scalar value) {
+  LOOM_DISPATCH_CUDA(dst, fill, dst, value);
   check_cpu(dst, "fill");
   if (dst.numel() == 0) return;
   dispatch_all(dst.dtype(), "fill", [&]<typename T>() {
@@ -75,6 +81,10 @@ void fill(const Tensor& dst, Scalar value) {
 }
 
 void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
+#ifdef LOOM_WITH_CUDA
+  // LOOM_DISPATCH_CUDA looks at one tensor; a transfer goes to CUDA when either side is there.
+  if (dst.is_cuda() || src.is_cuda()) return cuda::copy_across_devices(dst, src, non_blocking);
+#endif
   LOOM_CHECK(dst.is_cpu() && src.is_cpu(), DeviceError, "copy from ", src.device(), " to ",
              dst.device(), ": Loom was built without CUDA support");
   copy(dst, src);

@@ -6,6 +6,7 @@
 #include "core/factories.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
@@ -117,6 +118,7 @@ bool cpu_has_avx512() {
 }  // namespace cpu
 
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
+  LOOM_DISPATCH_CUDA(out, bmm, out, a, b, beta);
   cpu::check_cpu(out, "bmm");
   cpu::check_cpu(a, "bmm");
   cpu::check_cpu(b, "bmm");

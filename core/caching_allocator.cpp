@@ -1,0 +1,217 @@
+// The device-agnostic caching allocator (see Note [caching allocator design]).
+#include "core/caching_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <limits>
+
+#include "core/error.h"
+
+namespace loom {
+
+// A run of bytes inside a segment. The blocks of one segment form a doubly linked list
+// in address order; the segment's first block has no prev.
+struct CachingAllocatorCore::Block {
+  char* ptr = nullptr;
+  size_t size = 0;
+  uintptr_t stream = 0;
+  bool small = false;  // which pool the segment belongs to
+  bool allocated = false;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+};
+
+bool CachingAllocatorCore::BlockOrder::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+}
+
+namespace {
+// Larger requests cannot be rounded without overflow; no device has that much anyway.
+constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 2;
+}  // namespace
+
+std::string format_bytes(size_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = double(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(units)) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
+  return std::string(text) + " (" + std::to_string(bytes) + " bytes)";
+}
+
+CachingAllocatorCore::CachingAllocatorCore(RawMemory backend) : backend_(std::move(backend)) {}
+
+CachingAllocatorCore::~CachingAllocatorCore() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached_segments();
+}
+
+size_t CachingAllocatorCore::round_size(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  return (bytes + kRound - 1) / kRound * kRound;
+}
+
+size_t CachingAllocatorCore::segment_size(size_t rounded) {
+  if (rounded <= kSmallRequest) return kSmallSegment;
+  if (rounded < kMinLargeAlloc) return kLargeSegment;
+  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream) {
+  if (bytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes > kMaxRequest) throw OutOfMemoryError(out_of_memory_message(bytes));
+  const size_t size = round_size(bytes);
+  const bool small = size <= kSmallRequest;
+  FreeList& pool = small ? small_free_ : large_free_;
+
+  Block* block = take_free_block(pool, stream, size);
+  if (!block) block = new_segment(bytes, size, stream, small);
+  split(block, size, pool);
+  block->allocated = true;
+  live_.emplace(block->ptr, block);
+
+  stats_.allocated += block->size;
+  stats_.max_allocated = std::max(stats_.max_allocated, stats_.allocated);
+  return block->ptr;
+}
+
+CachingAllocatorCore::Block* CachingAllocatorCore::take_free_block(FreeList& pool, uintptr_t stream,
+                                                                   size_t size) {
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* block = *it;
+  pool.erase(it);
+  return block;
+}
+
+CachingAllocatorCore::Block* CachingAllocatorCore::new_segment(size_t requested, size_t size,
+                                                               uintptr_t stream, bool small) {
+  const size_t bytes = segment_size(size);
+  void* ptr = backend_.alloc(bytes);
+  if (!ptr) {
+    // What the cache holds may be exactly what the device lacks.
+    release_cached_segments();
+    ptr = backend_.alloc(bytes);
+  }
+  if (!ptr) throw OutOfMemoryError(out_of_memory_message(requested));
+
+  auto* block = new Block;
+  block->ptr = static_cast<char*>(ptr);
+  block->size = bytes;
+  block->stream = stream;
+  block->small = small;
+  stats_.reserved += bytes;
+  stats_.max_reserved = std::max(stats_.max_reserved, stats_.reserved);
+  ++stats_.segments;
+  return block;
+}
+
+// Keeps the first `size` bytes of `block` and returns the rest to `pool` when it is big
+// enough to be worth a block of its own.
+void CachingAllocatorCore::split(Block* block, size_t size, FreeList& pool) {
+  const size_t rest = block->size - size;
+  const bool worth_it = block->small ? rest >= kRound : rest > kSmallRequest;
+  if (!worth_it) return;
+  auto* tail = new Block;
+  tail->ptr = block->ptr + size;
+  tail->size = rest;
+  tail->stream = block->stream;
+  tail->small = block->small;
+  tail->prev = block;
+  tail->next = block->next;
+  if (block->next) block->next->prev = tail;
+  block->next = tail;
+  block->size = size;
+  pool.insert(tail);
+}
+
+void CachingAllocatorCore::free(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(ptr);
+  LOOM_CHECK(it != live_.end(), ValueError, "caching allocator: free(", ptr,
+             "): not a block from this allocator, or already freed");
+  Block* block = it->second;
+  live_.erase(it);
+  block->allocated = false;
+  stats_.allocated -= block->size;
+
+  // Merge with free neighbours. They leave the free list before their size changes: the
+  // list is ordered by size.
+  FreeList& pool = block->small ? small_free_ : large_free_;
+  if (Block* prev = block->prev; prev && !prev->allocated) {
+    pool.erase(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next) block->next->prev = prev;
+    delete block;
+    block = prev;
+  }
+  if (Block* next = block->next; next && !next->allocated) {
+    pool.erase(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next) next->next->prev = block;
+    delete next;
+  }
+  pool.insert(block);
+}
+
+void CachingAllocatorCore::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cached_segments();
+}
+
+// A free block with no neighbours is a whole segment with nothing live in it.
+void CachingAllocatorCore::release_cached_segments() {
+  for (FreeList* pool : {&small_free_, &large_free_}) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block* block = *it;
+      if (block->prev || block->next) {
+        ++it;
+        continue;
+      }
+      backend_.free(block->ptr);
+      stats_.reserved -= block->size;
+      --stats_.segments;
+      it = pool->erase(it);
+      delete block;
+    }
+  }
+}
+
+CachingAllocatorStats CachingAllocatorCore::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CachingAllocatorStats s = stats_;
+  s.cached_blocks = small_free_.size() + large_free_.size();
+  return s;
+}
+
+void CachingAllocatorCore::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.max_allocated = stats_.allocated;
+  stats_.max_reserved = stats_.reserved;
+}
+
+std::string CachingAllocatorCore::out_of_memory_message(size_t requested) const {
+  const size_t device_free = backend_.free_bytes ? backend_.free_bytes() : std::numeric_limits<size_t>::max();
+  const std::string free_text =
+      device_free == std::numeric_limits<size_t>::max() ? "an unknown amount" : format_bytes(device_free);
+  return detail::str("CUDA out of memory: tried to allocate ", format_bytes(requested), "; ",
+                     format_bytes(stats_.allocated), " allocated by Loom, ", format_bytes(stats_.reserved),
+                     " reserved, ", free_text, " free on the device");
+}
+
+}  // namespace loom
