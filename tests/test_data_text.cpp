@@ -29,32 +29,7 @@ using Tokens = std::vector<std::string>;
 
 namespace {
 
-// A scratch directory for one test case, removed with everything in it at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "loom-text-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  // Writes bytes to path/name (creating folders on the way) and returns the file's path.
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const fs::path file = path / name;
-    fs::create_directories(file.parent_path());
-    std::ofstream(file, std::ios::binary) << bytes;
-    return file.string();
-  }
-  std::vector<std::string> names() const {  // what the directory holds, sorted
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
+using loom::test::TempDir;
 
 // The message of the exception fn throws as E (fails the test if it throws nothing).
 template <typename E, typename Fn>

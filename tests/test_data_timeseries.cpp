@@ -21,25 +21,7 @@ using Missing = CsvColumnsOptions::Missing;
 
 namespace {
 
-// A scratch directory for one test case, removed with everything in it at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "loom-timeseries-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  // Writes bytes to a file in the directory and returns its path.
-  std::string write(const std::string& name, const std::string& bytes) const {
-    std::string file = (path / name).string();
-    std::ofstream(file, std::ios::binary) << bytes;
-    return file;
-  }
-};
+using loom::test::TempDir;
 
 // The message of the exception fn throws as E (fails the test if it throws nothing).
 template <typename E, typename Fn>

@@ -4,7 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>  // mkdtemp
+
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -104,5 +109,38 @@ inline const std::vector<DType>& float_dtypes() {
 inline Tensor leaf(const Shape& shape, double low = -2.0, double high = 2.0) {
   return random_nonzero(shape, kFloat64, low, high).requires_grad_(true);
 }
+
+// A scratch directory for one test case, removed with everything in it at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "loom-test-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  // Writes bytes to path/name (creating folders on the way) and returns the file's path.
+  std::string write(const std::string& name, const std::string& bytes) const {
+    const std::filesystem::path f = path / name;
+    std::filesystem::create_directories(f.parent_path());
+    std::ofstream(f, std::ios::binary) << bytes;
+    return f.string();
+  }
+  std::vector<std::string> names() const {  // what the directory holds, sorted
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::filesystem::path path;
+};
 
 }  // namespace loom::test

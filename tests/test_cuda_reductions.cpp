@@ -1,0 +1,366 @@
+// The CUDA reductions, softmax and indexing kernels (kernels/cuda/reduce.cu, softmax.cu,
+// index.cu) against the CPU ones: every dtype the CPU takes, reduced dims inner, outer,
+// middle and all, sizes that are not multiples of a block, non-contiguous inputs, NaN
+// propagation, repeated indices, bad indices, and autograd through softmax. GPU outputs
+// are poisoned (NaN or a sentinel) before a kernel writes them, so an element it misses
+// fails. All cases are "[.cuda]": they skip themselves without a GPU.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "cuda_test_util.h"
+#include "test_util.h"
+
+#include "kernels/kernels.h"
+
+using namespace loom;
+using namespace loom::test;
+using kernels::ReduceOp;
+
+namespace {
+
+const std::vector<DType> kNumeric{kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32};
+
+Tensor poisoned(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, TensorOptions(dtype).device(kCUDA));
+  kernels::fill(t, is_floating_point(dtype) ? Scalar(std::numeric_limits<double>::quiet_NaN()) : Scalar(-123456789));
+  return t;
+}
+
+struct Out {
+  Shape shape;
+  DType dtype;
+};
+using Inputs = std::function<std::vector<Tensor>(Device)>;
+using Run = std::function<void(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins)>;
+
+// Runs `run` on the CPU (fresh outputs) and the GPU (poisoned outputs) and compares every
+// output, with the dtype's tolerance widened by extra_atol (long float sums).
+void compare(const std::string& what, const std::vector<Out>& outs, const Inputs& inputs, const Run& run,
+             double extra_atol = 0) {
+  INFO(what);
+  std::vector<Tensor> cpu_outs, gpu_outs;
+  for (const Out& o : outs) {
+    cpu_outs.push_back(empty(o.shape, o.dtype));
+    gpu_outs.push_back(poisoned(o.shape, o.dtype));
+  }
+  run(cpu_outs, inputs(kCPU));
+  run(gpu_outs, inputs(kCUDA));
+  for (size_t k = 0; k < outs.size(); ++k) {
+    REQUIRE(gpu_outs[k].is_cuda());
+    const std::vector<double> want = cpu_outs[k].to_vector<double>();
+    const std::vector<double> got = gpu_outs[k].cpu().to_vector<double>();
+    REQUIRE(got.size() == want.size());
+    const Tolerance tol = tolerance(outs[k].dtype);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+      if (std::isinf(want[i]) && got[i] == want[i]) continue;
+      INFO("output " << k << " element " << i << ": got " << got[i] << ", expected " << want[i] << " ("
+                     << dtype_name(outs[k].dtype) << ")");
+      REQUIRE(std::abs(got[i] - want[i]) <= tol.atol + extra_atol + tol.rtol * std::abs(want[i]));
+    }
+  }
+}
+
+Shape without(const Shape& shape, const Dims& dims) {
+  Shape out;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end()) out.push_back(shape[d]);
+  return out;
+}
+
+std::string dims_str(const Dims& dims) {
+  std::string s;
+  for (int64_t d : dims) s += std::to_string(d) + ",";
+  return s;
+}
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Mean: return "mean";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    default: return "prod";
+  }
+}
+
+// A (6, 9, 5) input, contiguous or as the transpose of a (5, 9, 6) base.
+Inputs input_3d(DType dtype, bool transposed) {
+  const Tensor base = random_nonzero(transposed ? Shape{5, 9, 6} : Shape{6, 9, 5}, dtype);
+  return [base, transposed](Device d) {
+    const Tensor x = base.to(d);
+    return std::vector<Tensor>{transposed ? x.transpose(0, 2) : x};
+  };
+}
+
+const std::vector<Dims> kDimSets{{2}, {0}, {1}, {0, 2}, {0, 1, 2}};
+
+}  // namespace
+
+TEST_CASE("cuda reductions: reduce matches the CPU for every dtype, dims and layout", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(1);
+  for (DType dtype : kNumeric) {
+    for (bool transposed : {false, true}) {
+      const Inputs in = input_3d(dtype, transposed);
+      for (const Dims& dims : kDimSets) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod}) {
+          if (op == ReduceOp::Prod && dims.size() > 1) continue;  // keep products finite
+          compare(std::string(op_name(op)) + " " + dtype_name(dtype) + " dims " + dims_str(dims) +
+                      (transposed ? " transposed" : ""),
+                  {{without({6, 9, 5}, dims), dtype}}, in,
+                  [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                    kernels::reduce(op, o[0], x[0], dims);
+                  });
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda reductions: full reductions of 1, 7, 1000 and 1000003 elements", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(2);
+  for (int64_t n : {1, 7, 1000, 1000003}) {
+    for (DType dtype : {kFloat32, kFloat64, kInt64}) {
+      const Tensor base = random_nonzero({n}, dtype);
+      const Inputs in = [base](Device d) { return std::vector<Tensor>{base.to(d)}; };
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min}) {
+        // Summation order differs (tree vs SIMD lanes): allow float32 rounding of n terms.
+        const double extra = dtype == kFloat32 ? 1e-6 * double(n) : 0;
+        compare(std::string(op_name(op)) + " n=" + std::to_string(n) + " " + dtype_name(dtype), {{{}, dtype}}, in,
+                [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                  kernels::reduce(op, o[0], x[0], {0});
+                }, extra);
+      }
+      if (dtype == kFloat64) {  // and the sum against a plain loop
+        double sum = 0;
+        for (double v : base.to_vector<double>()) sum += v;
+        Tensor out = poisoned({}, kFloat64);
+        kernels::reduce(ReduceOp::Sum, out, base.to(kCUDA), {0});
+        CHECK(out.cpu().to_vector<double>()[0] == Approx(sum).epsilon(1e-12).margin(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda reductions: max, min and their indices propagate NaN", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(3);
+  for (DType dtype : {kFloat32, kFloat16}) {
+    Tensor base = random_nonzero({4, 300}, kFloat64);
+    std::vector<double> v = base.to_vector<double>();
+    v[1 * 300 + 17] = NAN;  // row 1: one NaN
+    v[2 * 300 + 5] = NAN;   // row 2: two, the first wins the index
+    v[2 * 300 + 250] = NAN;
+    const Tensor x = from_vector<double>(v, {4, 300}).to(dtype);
+    const Inputs in = [x](Device d) { return std::vector<Tensor>{x.to(d)}; };
+    for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
+      Tensor out = poisoned({4}, dtype);
+      kernels::reduce(op, out, x.to(kCUDA), {1});
+      const std::vector<double> got = out.cpu().to_vector<double>();
+      CHECK(!std::isnan(got[0]));
+      CHECK(std::isnan(got[1]));
+      CHECK(std::isnan(got[2]));
+      CHECK(!std::isnan(got[3]));
+    }
+    for (bool is_max : {true, false}) {
+      compare(std::string("arg_reduce NaN ") + dtype_name(dtype), {{{4}, dtype}, {{4}, kInt64}}, in,
+              [&](const std::vector<Tensor>& o, const std::vector<Tensor>& xs) {
+                kernels::arg_reduce(is_max, o[0], o[1], xs[0], 1);
+              });
+      Tensor values = poisoned({4}, dtype), indices = poisoned({4}, kInt64);
+      kernels::arg_reduce(is_max, values, indices, x.to(kCUDA), 1);
+      const std::vector<int64_t> at = indices.cpu().to_vector<int64_t>();
+      CHECK(at[1] == 17);
+      CHECK(at[2] == 5);
+    }
+  }
+}
+
+TEST_CASE("cuda reductions: arg_reduce matches the CPU, ties giving the first index", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(4);
+  std::vector<DType> dtypes = kNumeric;
+  dtypes.push_back(kBool);
+  for (DType dtype : dtypes) {
+    // Integers in [-2, 2] and bools tie a lot over 1000 elements.
+    const Tensor base = dtype == kBool ? rand({7, 1000}, kFloat64).lt(0.5) : random_nonzero({7, 1000}, dtype);
+    for (bool transposed : {false, true}) {
+      const Inputs in = [base, transposed](Device d) {
+        const Tensor x = base.to(d);
+        return std::vector<Tensor>{transposed ? x.transpose(0, 1) : x};
+      };
+      for (int64_t dim : {0, 1}) {
+        const Shape shape = transposed ? Shape{1000, 7} : Shape{7, 1000};
+        const Shape out_shape = without(shape, {dim});
+        for (bool is_max : {true, false}) {
+          compare(std::string("arg_reduce ") + dtype_name(dtype) + " dim " + std::to_string(dim) +
+                      (transposed ? " transposed" : ""),
+                  {{out_shape, dtype}, {out_shape, kInt64}}, in,
+                  [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                    kernels::arg_reduce(is_max, o[0], o[1], x[0], dim);
+                  });
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda reductions: variance matches the CPU", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(5);
+  for (DType dtype : float_dtypes()) {
+    for (bool transposed : {false, true}) {
+      const Inputs in = input_3d(dtype, transposed);
+      for (const Dims& dims : kDimSets) {
+        for (int64_t correction : {0, 1}) {
+          compare(std::string("var ") + dtype_name(dtype) + " dims " + dims_str(dims) + " correction " +
+                      std::to_string(correction),
+                  {{without({6, 9, 5}, dims), dtype}}, in,
+                  [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                    kernels::variance(o[0], x[0], dims, correction);
+                  });
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda reductions: cumsum matches the CPU along any dim", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(6);
+  for (DType dtype : kNumeric) {
+    for (bool transposed : {false, true}) {
+      const Inputs in = input_3d(dtype, transposed);
+      for (int64_t dim : {0, 1, 2}) {
+        compare(std::string("cumsum ") + dtype_name(dtype) + " dim " + std::to_string(dim), {{{6, 9, 5}, dtype}}, in,
+                [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) { kernels::cumsum(o[0], x[0], dim); });
+      }
+    }
+  }
+  for (DType dtype : {kFloat64, kInt64}) {  // one long row: many chunks with a carry
+    const Tensor base = random_nonzero({2, 1000003}, dtype);
+    compare(std::string("cumsum long ") + dtype_name(dtype), {{{2, 1000003}, dtype}},
+            [base](Device d) { return std::vector<Tensor>{base.to(d)}; },
+            [](const std::vector<Tensor>& o, const std::vector<Tensor>& x) { kernels::cumsum(o[0], x[0], 1); }, 1e-8);
+  }
+}
+
+TEST_CASE("cuda reductions: softmax and log_softmax forward and backward match the CPU", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(7);
+  for (DType dtype : float_dtypes()) {
+    for (int64_t len : {3, 4096}) {
+      const Tensor xb = random_nonzero({5, len}, dtype, -4, 4), gb = random_nonzero({5, len}, dtype);
+      for (int64_t dim : {0, 1}) {
+        for (bool transposed : {false, true}) {
+          const Inputs in = [=](Device d) {
+            const Tensor x = xb.to(d), g = gb.to(d);
+            return transposed ? std::vector<Tensor>{x.t().contiguous().t(), g.t().contiguous().t()}
+                              : std::vector<Tensor>{x, g};
+          };
+          for (bool log : {false, true}) {
+            const std::string what = std::string(log ? "log_softmax " : "softmax ") + dtype_name(dtype) + " len " +
+                                     std::to_string(len) + " dim " + std::to_string(dim) +
+                                     (transposed ? " strided" : "");
+            compare(what, {{{5, len}, dtype}, {{5, len}, dtype}}, in,
+                    [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                      kernels::softmax(o[0], x[0], dim, log);
+                      kernels::softmax_backward(o[1], x[1], o[0], dim, log);
+                    });
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda reductions: autograd of (x.softmax(1) * w).sum() on CUDA gives the CPU's gradients", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(8);
+  const Tensor x0 = random_nonzero({6, 37}), w0 = random_nonzero({6, 37});
+  Tensor grads[2];
+  for (int k = 0; k < 2; ++k) {
+    const Device d = k == 0 ? kCPU : kCUDA;
+    Tensor x = x0.clone().to(d).requires_grad_(true);
+    (x.softmax(1) * w0.to(d)).sum().backward();
+    REQUIRE(x.grad().device() == d);
+    grads[k] = x.grad().cpu();
+  }
+  check_close(grads[1], grads[0], "d/dx");
+  // And the CPU against the formula: y * (w - sum(w * y)) per row.
+  const Tensor y = x0.softmax(1);
+  check_close(grads[0], values(y * (w0 - (w0 * y).sum(1, true))), kFloat32, "formula");
+}
+
+TEST_CASE("cuda reductions: index_select, gather, index_add, scatter_add and tril/triu match the CPU", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(9);
+  // Repeated indices: the adds must accumulate every one.
+  const Tensor idx = from_vector<int64_t>({3, 0, 3, 3, 1, 6, 0}, {7});
+  const Tensor gidx = from_vector<int64_t>({0, 2, 2, 1, 0, 0, 2, 2, 1, 1, 0, 2, 1, 1, 2, 0, 0, 0, 2, 2, 2}, {7, 3});
+  for (DType dtype : kNumeric) {
+    const Tensor table = random_nonzero({7, 3}, dtype), src = random_nonzero({7, 3}, dtype);
+    for (bool transposed : {false, true}) {
+      const Inputs in = [=](Device d) {
+        const Tensor t = table.to(d), s = src.to(d);
+        return std::vector<Tensor>{transposed ? t.t().contiguous().t() : t, transposed ? s.t().contiguous().t() : s,
+                                   idx.to(d), gidx.to(d)};
+      };
+      const std::string sfx = std::string(" ") + dtype_name(dtype) + (transposed ? " strided" : "");
+      compare("index_select dim 0" + sfx, {{{7, 3}, dtype}}, in,
+              [](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                kernels::index_select(o[0], x[0], 0, x[2]);
+              });
+      compare("gather dim 1" + sfx, {{{7, 3}, dtype}}, in,
+              [](const std::vector<Tensor>& o, const std::vector<Tensor>& x) { kernels::gather(o[0], x[0], 1, x[3]); });
+      compare("index_add dim 0" + sfx, {{{7, 3}, dtype}}, in,
+              [](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                kernels::copy(o[0], x[0]);
+                kernels::index_add(o[0], 0, x[2], x[1]);
+              });
+      compare("scatter_add dim 1" + sfx, {{{7, 3}, dtype}}, in,
+              [](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                kernels::copy(o[0], x[0]);
+                kernels::scatter_add(o[0], 1, x[3], x[1]);
+              });
+      for (int64_t k : {-1, 0, 2}) {
+        for (bool lower : {true, false}) {
+          compare("triangle k " + std::to_string(k) + sfx, {{{7, 3}, dtype}}, in,
+                  [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                    kernels::triangle(o[0], x[0], k, lower);
+                  });
+        }
+      }
+    }
+  }
+  // A plain-loop check of scatter_add's accumulation on the deterministic float16 path.
+  const Tensor ones16 = ones({7, 3}, kFloat16).to(kCUDA);
+  Tensor acc = zeros({7, 3}, TensorOptions(kFloat16).device(kCUDA));
+  kernels::scatter_add(acc, 1, gidx.to(kCUDA), ones16);
+  const std::vector<int64_t> g = gidx.to_vector<int64_t>();
+  std::vector<double> want(21, 0.0);
+  for (int64_t r = 0; r < 7; ++r)
+    for (int64_t c = 0; c < 3; ++c) want[size_t(r * 3 + g[size_t(r * 3 + c)])] += 1;
+  check_close(acc.cpu(), want, kFloat16, "scatter_add counts");
+}
+
+TEST_CASE("cuda reductions: an out-of-range index on the GPU throws IndexError naming it", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  const Tensor good = from_vector<int64_t>({0, 4, 2}, {3}).to(kCUDA);
+  kernels::check_indices(good, 5, "index_select");
+  for (DType dtype : {kInt64, kInt32}) {
+    const Tensor bad = from_vector<int64_t>({0, 4, 7, -1, 9}, {5}).to(dtype).to(kCUDA);
+    require_throws_with<IndexError>([&] { kernels::check_indices(bad, 5, "gather"); },
+                                    {"gather", "index 7", "[0, 5)"});
+    const Tensor negative = from_vector<int64_t>({1, -3}, {2}).to(dtype).to(kCUDA);
+    require_throws_with<IndexError>([&] { kernels::check_indices(negative, 5, "scatter_add"); },
+                                    {"scatter_add", "index -3"});
+  }
+  // Through the public API too.
+  const Tensor x = rand({5, 3}).to(kCUDA);
+  REQUIRE_THROWS_AS(x.index_select(0, from_vector<int64_t>({1, 5}, {2}).to(kCUDA)), IndexError);
+}
