@@ -14,6 +14,7 @@
 
 #include "core/factories.h"
 #include "kernels/cpu/blocks.h"
+#include "kernels/dispatch.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/kernels.h"
 
@@ -117,6 +118,7 @@ void cumsum_columns(T* y, const T* x, int64_t len, int64_t inner, int64_t nc) {
 }  // namespace
 
 void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
+  LOOM_DISPATCH_CUDA(values, arg_reduce, is_max, values, indices, in, dim);
   const char* name = is_max ? "max" : "min";
   cpu::check_cpu(in, name);
   cpu::check_cpu(values, name);
@@ -138,6 +140,7 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
 }
 
 void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction) {
+  LOOM_DISPATCH_CUDA(out, variance, out, in, dims, correction);
   cpu::check_cpu(in, "var");
   cpu::check_cpu(out, "var");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "var: bad arguments");
@@ -160,6 +163,7 @@ void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t cor
 }
 
 void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
+  LOOM_DISPATCH_CUDA(out, cumsum, out, in, dim);
   cpu::check_cpu(in, "cumsum");
   cpu::check_cpu(out, "cumsum");
   LOOM_ASSERT(out.dtype() == in.dtype(), "cumsum: bad arguments");

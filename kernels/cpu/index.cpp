@@ -16,6 +16,7 @@
 
 #include "autograd/functions/internal.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
@@ -181,6 +182,7 @@ void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& i
 }  // namespace
 
 void check_indices(const Tensor& index, int64_t size, const char* op) {
+  LOOM_DISPATCH_CUDA(index, check_indices, index, size, op);
   check_cpu(index, op);
   if (index.numel() == 0) return;
   dispatch_index(index.dtype(), op, [&]<typename I>() {
@@ -204,6 +206,7 @@ void check_indices(const Tensor& index, int64_t size, const char* op) {
 }
 
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  LOOM_DISPATCH_CUDA(out, index_select, out, in, dim, index);
   check_cpu(out, "index_select");
   check_cpu(in, "index_select");
   check_cpu(index, "index_select");
@@ -219,6 +222,7 @@ void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor
 }
 
 void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  LOOM_DISPATCH_CUDA(out, gather, out, in, dim, index);
   check_cpu(out, "gather");
   check_cpu(in, "gather");
   check_cpu(index, "gather");
@@ -226,14 +230,17 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
 }
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  LOOM_DISPATCH_CUDA(out, index_add, out, dim, index, src);
   add_indexed("index_add", out, dim, broadcast_index(index, src.sizes(), dim), src);
 }
 
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  LOOM_DISPATCH_CUDA(out, scatter_add, out, dim, index, src);
   add_indexed("scatter_add", out, dim, index, src);
 }
 
 void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
+  LOOM_DISPATCH_CUDA(out, triangle, out, in, k, lower);
   const char* op = lower ? "tril" : "triu";
   check_cpu(out, op);
   check_cpu(in, op);

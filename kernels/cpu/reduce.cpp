@@ -12,6 +12,7 @@
 
 #include "core/factories.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/dispatch.h"
 #include "kernels/functors.h"
 #include "kernels/kernels.h"
 
@@ -85,6 +86,7 @@ void reduce_anc(T* out, const T* x, int64_t A, int64_t N, int64_t C) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) {
+  LOOM_DISPATCH_CUDA(out, reduce, op, out, in, dims);
   cpu::check_cpu(out, "reduce");
   cpu::check_cpu(in, "reduce");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "reduce: bad arguments");

@@ -20,6 +20,7 @@
 
 #include "core/factories.h"
 #include "kernels/cpu/blocks.h"
+#include "kernels/dispatch.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/kernels.h"
 
@@ -209,6 +210,7 @@ void softmax_backward_tile(T* gx, const T* g, const T* y, int64_t len, int64_t i
 }  // namespace
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  LOOM_DISPATCH_CUDA(out, softmax, out, in, dim, log);
   cpu::check_cpu(out, "softmax");
   cpu::check_cpu(in, "softmax");
   if (in.numel() == 0) return;
@@ -227,6 +229,7 @@ void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
 
 void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y_in, int64_t dim,
                       bool log) {
+  LOOM_DISPATCH_CUDA(grad_in, softmax_backward, grad_in, grad_out, y_in, dim, log);
   cpu::check_cpu(grad_in, "softmax_backward");
   cpu::check_cpu(grad_out, "softmax_backward");
   cpu::check_cpu(y_in, "softmax_backward");

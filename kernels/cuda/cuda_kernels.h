@@ -26,7 +26,7 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
 // kernels/cuda/blas.cpp (cuBLAS / cuBLASLt)
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta);
 
-// kernels/cuda/reduce.cu, softmax.cu, index.cu, scan.cu
+// kernels/cuda/reduce.cu (with cumsum), softmax.cu, index.cu
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims);
 void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim);
 void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction);

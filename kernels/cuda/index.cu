@@ -1,0 +1,294 @@
+// CUDA indexing kernels: index_select, index_add, gather, scatter_add, triangle
+// (tril/triu) and the index range check, with the semantics of kernels/cpu/index.cpp.
+//
+// Note [CUDA indexed loops]
+// As on the CPU (Note [indexed loops] in kernels/cpu/index.cpp), the iteration space is
+// the index's shape; index_select and index_add broadcast their 1-D index over the other
+// dims with stride 0. Each element finds its offsets in the index, the "direct" tensor
+// (gather's output, scatter's source: same position) and the "indexed" one (at the index's
+// value along dim) by peeling its row-major linear index apart, dim by dim.
+// The scatters (scatter_add, index_add) add with atomicAdd for float32, float64, int32 and
+// int64. The 16-bit floats have no exact atomic add, so one thread owns one position (all
+// coordinates but dim) and walks the index along dim in order, as the CPU does: two
+// positions never hit the same output element, so the sums are deterministic and equal
+// the CPU's. Out-of-range indices are the caller's check (check_indices); a kernel that
+// meets one anyway skips it rather than touch memory outside the tensor.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
+#include "autograd/functions/internal.h"
+#include "core/factories.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace loom::kernels::cuda {
+namespace {
+
+// index, direct and indexed strides (elements) over the iteration shape.
+struct IndexedGeometry {
+  int ndim = 0;
+  int dim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t index_strides[kMaxDims] = {};
+  int64_t direct_strides[kMaxDims] = {};
+  int64_t indexed_strides[kMaxDims] = {};  // the one at dim is applied to the index's value
+  int64_t indexed_size = 0;           // the indexed tensor's size along dim
+
+  // Offsets of the element at `linear` (row-major over sizes), the indexed one without dim.
+  LOOM_HOST_DEVICE void offsets(int64_t linear, int64_t& idx, int64_t& direct, int64_t& indexed) const {
+    idx = direct = indexed = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t c = linear % sizes[d];
+      linear /= sizes[d];
+      idx += c * index_strides[d];
+      direct += c * direct_strides[d];
+      if (d != dim) indexed += c * indexed_strides[d];
+    }
+  }
+};
+
+IndexedGeometry make_geometry(const Shape& shape, int64_t dim, const Tensor& index, const Tensor& direct,
+                              const Tensor& indexed, const char* op) {
+  LOOM_CHECK(int64_t(shape.size()) <= kMaxDims, ValueError, op, ": CUDA indexing supports at most ", kMaxDims,
+             " dims, got ", shape.size());
+  IndexedGeometry g;
+  g.ndim = int(shape.size());
+  g.dim = int(dim);
+  for (int d = 0; d < g.ndim; ++d) {
+    g.sizes[d] = shape[size_t(d)];
+    g.index_strides[d] = index.dim() == 0 ? 0 : index.stride(d);
+    g.direct_strides[d] = direct.dim() == 0 ? 0 : direct.stride(d);
+    g.indexed_strides[d] = indexed.dim() == 0 ? 0 : indexed.stride(d);
+  }
+  g.indexed_size = indexed.dim() == 0 ? 1 : indexed.size(dim);
+  return g;
+}
+
+// dst[p] = src[p with dim = index[p]] over the iteration shape (gather, index_select).
+template <typename T, typename I>
+__global__ void __launch_bounds__(kBlockSize)
+    select_kernel(T* dst, const T* src, const I* index, int64_t n, IndexedGeometry g) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t io, d, s;
+    g.offsets(i, io, d, s);
+    const int64_t k = int64_t(index[io]);
+    dst[d] = (k >= 0 && k < g.indexed_size) ? src[s + k * g.indexed_strides[g.dim]] : T(0);
+  }
+}
+
+template <typename T>
+__device__ void atomic_add(T* p, T v) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));  // two's complement
+  } else {
+    atomicAdd(p, v);
+  }
+}
+
+template <typename T>
+constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                               std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+
+// out[p with dim = index[p]] += src[p], one thread per element, atomically.
+template <typename T, typename I>
+__global__ void __launch_bounds__(kBlockSize)
+    scatter_add_atomic_kernel(T* out, const T* src, const I* index, int64_t n, IndexedGeometry g) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t io, s, o;
+    g.offsets(i, io, s, o);
+    const int64_t k = int64_t(index[io]);
+    if (k >= 0 && k < g.indexed_size) atomic_add(out + o + k * g.indexed_strides[g.dim], src[s]);
+  }
+}
+
+// The same with one thread per position walking dim in order (g.sizes[dim] set to 1, the
+// walk's length passed as len).
+template <typename T, typename I>
+__global__ void __launch_bounds__(kBlockSize)
+    scatter_add_ordered_kernel(T* out, const T* src, const I* index, int64_t positions, int64_t len,
+                               IndexedGeometry g) {
+  using M = opmath_t<T>;
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < positions;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    int64_t io, s, o;
+    g.offsets(p, io, s, o);
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t k = int64_t(index[io + j * g.index_strides[g.dim]]);
+      if (k < 0 || k >= g.indexed_size) continue;
+      T* dst = out + o + k * g.indexed_strides[g.dim];
+      *dst = T(M(*dst) + M(src[s + j * g.direct_strides[g.dim]]));
+    }
+  }
+}
+
+// Keeps col - row <= k (lower) or >= k (upper) of the last two dims, zeroes the rest.
+template <typename T>
+__global__ void __launch_bounds__(kBlockSize)
+    triangle_kernel(T* out, const T* in, int64_t n, IndexedGeometry g, int64_t k, bool lower) {
+  const int64_t rows = g.sizes[g.ndim - 2], cols = g.sizes[g.ndim - 1];
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t unused, o, x;
+    g.offsets(i, unused, o, x);
+    const int64_t c = i % cols, r = (i / cols) % rows;
+    const bool keep = lower ? c - r <= k : c - r >= k;
+    out[o] = keep ? in[x] : T(0);
+  }
+}
+
+// first_bad = min over bad elements of their row-major position.
+template <typename I>
+__global__ void __launch_bounds__(kBlockSize)
+    check_indices_kernel(unsigned long long* first_bad, const I* index, int64_t n, int64_t size, IndexedGeometry g) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t io, unused1, unused2;
+    g.offsets(i, io, unused1, unused2);
+    const int64_t k = int64_t(index[io]);
+    if (k < 0 || k >= size) atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+}
+
+// ---- host side -------------------------------------------------------------------------------
+
+// index_select, gather and triangle only move elements: dispatch on the element size.
+template <typename F>
+decltype(auto) dispatch_by_size(DType t, F&& fn) {
+  switch (element_size(t)) {
+    case 1: return fn.template operator()<uint8_t>();
+    case 2: return fn.template operator()<uint16_t>();
+    case 4: return fn.template operator()<uint32_t>();
+    default: return fn.template operator()<uint64_t>();
+  }
+}
+
+// A 0-D or 1-D index viewed with `shape`: stride 0 everywhere but `dim`.
+Tensor broadcast_index(const Tensor& index, const Shape& shape, int64_t dim) {
+  Shape strides(shape.size(), 0);
+  strides[size_t(dim)] = index.dim() == 0 ? 0 : index.stride(0);
+  return alias_with(index, shape, strides, index.storage_offset());
+}
+
+void check_device(const Tensor& a, const Tensor& b, const char* op) {
+  LOOM_CHECK(a.device() == b.device(), DeviceError, op, ": expected tensors on one device, got ", a.device(),
+             " and ", b.device());
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data());
+}
+
+// dst[p] = src[p with dim = index[p]] over index's shape.
+void select_indexed(const char* op, const Tensor& dst, const Tensor& src, int64_t dim, const Tensor& index) {
+  check_device(dst, src, op);
+  check_device(dst, index, op);
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  ::loom::cuda::DeviceGuard guard(dst.device());
+  const int device = dst.device().index;
+  const IndexedGeometry g = make_geometry(index.sizes(), dim, index, dst, src, op);
+  dispatch_by_size(src.dtype(), [&]<typename T>() {
+    dispatch_index(index.dtype(), op, [&]<typename I>() {
+      select_kernel<T, I><<<grid_size(n, device), kBlockSize, 0, current_stream(device)>>>(
+          ptr<T>(dst), ptr<const T>(src), ptr<const I>(index), n, g);
+      LOOM_CUDA_KERNEL_CHECK();
+    });
+  });
+}
+
+// out[p with dim = index[p]] += src[p] over index's shape (Note [CUDA indexed loops]).
+void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_device(out, src, op);
+  check_device(out, index, op);
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  ::loom::cuda::DeviceGuard guard(out.device());
+  const int device = out.device().index;
+  const cudaStream_t stream = current_stream(device);
+  IndexedGeometry g = make_geometry(index.sizes(), dim, index, src, out, op);
+  dispatch_numeric(out.dtype(), op, [&]<typename T>() {
+    dispatch_index(index.dtype(), op, [&]<typename I>() {
+      if constexpr (kHasAtomicAdd<T>) {
+        scatter_add_atomic_kernel<T, I><<<grid_size(n, device), kBlockSize, 0, stream>>>(
+            ptr<T>(out), ptr<const T>(src), ptr<const I>(index), n, g);
+      } else {
+        const int64_t len = index.dim() == 0 ? 1 : index.size(dim);
+        const int64_t positions = n / len;
+        if (index.dim() > 0) g.sizes[dim] = 1;
+        scatter_add_ordered_kernel<T, I><<<grid_size(positions, device), kBlockSize, 0, stream>>>(
+            ptr<T>(out), ptr<const T>(src), ptr<const I>(index), positions, len, g);
+      }
+      LOOM_CUDA_KERNEL_CHECK();
+    });
+  });
+}
+
+}  // namespace
+
+void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  if (out.numel() == 0) return;
+  select_indexed("index_select", out, in, dim, broadcast_index(index, out.sizes(), dim));
+}
+
+void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  select_indexed("gather", out, in, dim, index);
+}
+
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  add_indexed("index_add", out, dim, broadcast_index(index, src.sizes(), dim), src);
+}
+
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  add_indexed("scatter_add", out, dim, index, src);
+}
+
+void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
+  const char* op = lower ? "tril" : "triu";
+  check_device(out, in, op);
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  LOOM_ASSERT(out.dim() >= 2, op, ": expected at least 2 dims");
+  ::loom::cuda::DeviceGuard guard(out.device());
+  const int device = out.device().index;
+  // The index slot is unused: out plays direct and in indexed, with no dim singled out.
+  IndexedGeometry g = make_geometry(out.sizes(), 0, out, out, in, op);
+  g.dim = -1;
+  dispatch_by_size(out.dtype(), [&]<typename T>() {  // zero is all-zero bits in every dtype
+    triangle_kernel<T><<<grid_size(n, device), kBlockSize, 0, current_stream(device)>>>(ptr<T>(out),
+                                                                                      ptr<const T>(in), n, g, k, lower);
+    LOOM_CUDA_KERNEL_CHECK();
+  });
+}
+
+void check_indices(const Tensor& index, int64_t size, const char* op) {
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  ::loom::cuda::DeviceGuard guard(index.device());
+  const int device = index.device().index;
+  const cudaStream_t stream = current_stream(device);
+  const IndexedGeometry g = make_geometry(index.sizes(), 0, index, index, index, op);
+  const Tensor flag = empty({1}, TensorOptions(kInt64).device(index.device()));
+  auto* first_bad = static_cast<unsigned long long*>(flag.data());
+  LOOM_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), stream));  // "none"
+  dispatch_index(index.dtype(), op, [&]<typename I>() {
+    check_indices_kernel<I><<<grid_size(n, device), kBlockSize, 0, stream>>>(first_bad, ptr<const I>(index), n, size,
+                                                                             g);
+    LOOM_CUDA_KERNEL_CHECK();
+    unsigned long long bad_at = 0;
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(&bad_at, first_bad, sizeof(bad_at), cudaMemcpyDeviceToHost, stream));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (bad_at == std::numeric_limits<unsigned long long>::max()) return;
+    // Read the offending value back to name it, as the CPU does.
+    int64_t at, unused1, unused2;
+    g.offsets(int64_t(bad_at), at, unused1, unused2);
+    I value{};
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(&value, ptr<const I>(index) + at, sizeof(I), cudaMemcpyDeviceToHost, stream));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    LOOM_CHECK(false, IndexError, op, ": index ", int64_t(value), " is out of range: expected an index in [0, ",
+               size, ") for a dim of size ", size);
+  });
+}
+
+}  // namespace loom::kernels::cuda
