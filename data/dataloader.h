@@ -1,7 +1,8 @@
 // DataLoader: batches from a Dataset, optionally prefetched by background threads, as
 // torch.utils.data.DataLoader.
 //
-//   auto loader = data::make_data_loader(dataset, data::collate_text,
+//   auto collate = [](std::vector<data::TextExample> e) { return data::collate_text(std::move(e)); };
+//   auto loader = data::make_data_loader(dataset, collate,
 //                                        data::DataLoaderOptions(32).shuffle(true).num_workers(2));
 //   for (int epoch = 0; epoch < 10; ++epoch)
 //     for (data::TextBatch& batch : loader) { ... }   // each pass is the next epoch
