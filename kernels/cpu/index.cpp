@@ -17,6 +17,7 @@
 #include "autograd/functions/internal.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/dispatch.h"
+#include "kernels/dispatch_by_size.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
@@ -25,17 +26,6 @@ using cpu::check_cpu;
 using cpu::for_each_run;
 
 namespace {
-
-// index_select, gather and triangle only move elements: dispatch on the element size.
-template <typename F>
-decltype(auto) dispatch_by_size(DType t, F&& fn) {
-  switch (element_size(t)) {
-    case 1: return fn.template operator()<uint8_t>();
-    case 2: return fn.template operator()<uint16_t>();
-    case 4: return fn.template operator()<uint32_t>();
-    default: return fn.template operator()<uint64_t>();
-  }
-}
 
 // *d = *s (Scatter false), or *d += *s in opmath (Scatter true).
 template <bool Scatter, typename T>

@@ -23,6 +23,7 @@
 #include "core/factories.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/dispatch_by_size.h"
 
 namespace loom::kernels::cuda {
 namespace {
@@ -151,17 +152,6 @@ __global__ void __launch_bounds__(kBlockSize)
 }
 
 // ---- host side -------------------------------------------------------------------------------
-
-// index_select, gather and triangle only move elements: dispatch on the element size.
-template <typename F>
-decltype(auto) dispatch_by_size(DType t, F&& fn) {
-  switch (element_size(t)) {
-    case 1: return fn.template operator()<uint8_t>();
-    case 2: return fn.template operator()<uint16_t>();
-    case 4: return fn.template operator()<uint32_t>();
-    default: return fn.template operator()<uint64_t>();
-  }
-}
 
 // A 0-D or 1-D index viewed with `shape`: stride 0 everywhere but `dim`.
 Tensor broadcast_index(const Tensor& index, const Shape& shape, int64_t dim) {
