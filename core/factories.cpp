@@ -165,7 +165,16 @@ Tensor bernoulli(const Tensor& p) {
 
 Tensor bernoulli(const Shape& shape, double p, TensorOptions options) {
   LOOM_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli: p must be in [0, 1], got ", p);
-  return bernoulli(full(shape, p, options.requires_grad(false)));
+  LOOM_CHECK(is_floating_point(options.dtype_), DTypeError, "bernoulli: expected a floating-point dtype, got ",
+             dtype_name(options.dtype_));
+  // p as a tensor of the output's dtype holds it: drawing against that value gives the
+  // same numbers as bernoulli(full(shape, p, options)), without a probability tensor.
+  const double p_stored =
+      dispatch_floating(options.dtype_, "bernoulli", [&]<typename T>() { return double(Scalar(p).to<T>()); });
+  Tensor t = empty(shape, options.requires_grad(false));
+  Generator& g = default_generator();
+  kernels::bernoulli(t, p_stored, g.seed(), g.reserve(blocks_for(t.numel())));
+  return t;
 }
 
 Tensor randperm(int64_t n, TensorOptions options) {

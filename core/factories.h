@@ -50,7 +50,7 @@ Tensor rand(const Shape& shape, TensorOptions options = {});    // U[0, 1)
 Tensor randn(const Shape& shape, TensorOptions options = {});   // N(0, 1)
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64);
 Tensor bernoulli(const Tensor& p);                              // same shape, 0/1 of p's dtype
-Tensor bernoulli(const Shape& shape, double p, TensorOptions options = {});
+Tensor bernoulli(const Shape& shape, double p, TensorOptions options = {});  // floating dtype, 1 w.p. p
 Tensor randperm(int64_t n, TensorOptions options = kInt64);
 
 }  // namespace loom

@@ -61,12 +61,16 @@ void copy(const Tensor& dst, const Tensor& src);
 void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking);
 void fill(const Tensor& dst, Scalar value);
 
-// Random fills. Element i uses Philox counter (offset + i / 4), word i % 4 (Note [random
-// numbers]); the caller reserves the counters.
+// Random fills. Element i uses words 2i and 2i+1 of the Philox stream starting at block
+// `offset` (kernels/random_math.h); the caller reserves the counters.
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset);
 void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset);
 // dst[i] = uniform_i < p[i] ? 1 : 0; p has dst's shape.
 void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offset);
+// The same with one probability for every element: equal, element for element, to the
+// tensor version with p[i] == p. p is checked on the host, so the CUDA version never
+// waits for the GPU (dropout calls it on every step).
+void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset);
 void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
 
 enum class ReduceOp { Sum, Mean, Max, Min, Prod };

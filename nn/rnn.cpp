@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/functions/cudnn_rnn.h"
 #include "autograd/functions/rnn_layer.h"
 #include "core/factories.h"
 #include "core/ops.h"
@@ -104,6 +105,15 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
     check_like(c0, input, "c0", op);
   }
 
+#ifdef LOOM_WITH_CUDNN
+  // On a GPU the whole stack is one cuDNN call (kernels/cuda/cudnn_rnn.h).
+  if (x.is_cuda() && kernels::cuda::cudnn_rnn_supports(x.dtype())) {
+    const kernels::cuda::CudnnRNNConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
+                                               is_training() ? options.dropout_ : 0.0};
+    const RNNStackResult r = cudnn_rnn(config, x, h0, c0, flat_weights_, lens);
+    return {options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
+  }
+#endif
   std::vector<Tensor> h_n, c_n;
   Tensor layer_input = x;
   for (int64_t layer = 0; layer < L; ++layer) {

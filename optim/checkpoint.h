@@ -5,6 +5,9 @@
 //   optim::save_checkpoint("ckpt.safetensors", {model, &opt, &sched, step, epoch});
 //   optim::TrainingState s = optim::load_checkpoint("ckpt.safetensors", {model, &opt, &sched});
 //
+// The scheduler is any optim::Scheduler: a closed-form LRScheduler or ReduceLROnPlateau
+// (its best value, counters and options; the lrs themselves are the optimizer's state).
+//
 // Model weights are stored under "model.<PyTorch name>"; save_weights/load_weights store
 // them under their plain names, which PyTorch's load_state_dict reads directly.
 #pragma once
@@ -21,7 +24,7 @@ namespace loom::optim {
 struct Checkpoint {
   nn::Module* model = nullptr;
   Optimizer* optimizer = nullptr;    // optional
-  LRScheduler* scheduler = nullptr;  // optional
+  Scheduler* scheduler = nullptr;    // optional: an LRScheduler or ReduceLROnPlateau
   int64_t step = 0;
   int64_t epoch = 0;
 };

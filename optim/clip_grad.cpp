@@ -1,8 +1,12 @@
+// Gradient clipping (optim/clip_grad.h). The norm is accumulated as a float64 scalar tensor
+// on the gradients' device, so that on a GPU the host waits once (for the returned norm)
+// rather than once per parameter; the scaling is then one in-place multiply per gradient.
 #include "optim/clip_grad.h"
 
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/ops.h"
 
 namespace loom::optim {
 
@@ -11,20 +15,24 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   LOOM_CHECK(norm_type > 0, ValueError, "clip_grad_norm_: norm_type must be positive, got ", norm_type);
   NoGradGuard no_grad;
   const bool inf = std::isinf(norm_type);
-  double total = 0;
+  // Summed (or maxed) in parameter order, in float64: the same sums a host loop would do.
+  Tensor total;
   for (const Tensor& p : params) {
     if (!p.grad().defined()) continue;
-    Tensor g = p.grad().to(kFloat64);
-    if (inf) total = std::max(total, g.abs().max().item<double>());
-    else total += g.abs().pow(norm_type).sum().item<double>();
+    const Tensor g = p.grad().to(kFloat64).abs();
+    Tensor part = inf ? g.max() : g.pow(norm_type).sum();
+    if (!total.defined()) total = part;
+    else total = inf ? maximum(total, part.to(total.device())) : total + part.to(total.device());
   }
-  if (!inf) total = std::pow(total, 1.0 / norm_type);
-  const double coef = max_norm / (total + 1e-6);
+  if (!total.defined()) return 0.0;  // no gradients: nothing to clip
+  double norm = total.item<double>();  // the one host sync
+  if (!inf) norm = std::pow(norm, 1.0 / norm_type);
+  const double coef = max_norm / (norm + 1e-6);
   if (coef < 1) {
     for (const Tensor& p : params)
       if (p.grad().defined()) p.mutable_grad().mul_(coef);
   }
-  return total;
+  return norm;
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

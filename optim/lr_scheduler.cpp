@@ -1,8 +1,11 @@
+// The schedulers of optim/lr_scheduler.h, and the checks their load_state_dict makes on
+// a state dict read from a file.
 #include "optim/lr_scheduler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <set>
 
 #include "core/factories.h"
 #include "optim/adam.h"
@@ -10,6 +13,45 @@
 #include "optim/sgd.h"
 
 namespace loom::optim {
+namespace {
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  return std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.sizes());
+}
+
+// state[key] as one element of `dtype`, or a ValueError naming the key.
+const Tensor& entry(const StateDict& state, const std::string& key, DType dtype, const std::string& who) {
+  auto it = state.find(key);
+  LOOM_CHECK(it != state.end(), ValueError, who, ".load_state_dict: missing key '", key, "'");
+  const Tensor& t = it->second;
+  LOOM_CHECK(t.defined() && t.numel() == 1 && t.dtype() == dtype, ValueError, who, ".load_state_dict: '", key,
+             "' must be one ", dtype_name(dtype), " value, got ", describe(t));
+  return t;
+}
+
+int64_t count_entry(const StateDict& state, const std::string& key, const std::string& who) {
+  const int64_t v = entry(state, key, kInt64, who).item<int64_t>();
+  LOOM_CHECK(v >= 0, ValueError, who, ".load_state_dict: '", key, "' must be non-negative, got ", v);
+  return v;
+}
+
+double real_entry(const StateDict& state, const std::string& key, const std::string& who) {
+  const double v = entry(state, key, kFloat64, who).item<double>();
+  LOOM_CHECK(!std::isnan(v), ValueError, who, ".load_state_dict: '", key, "' is NaN");
+  return v;
+}
+
+// A state dict of another scheduler (or a corrupt one) has keys this one does not know.
+void check_no_unexpected_keys(const StateDict& state, const std::set<std::string>& known, const std::string& who) {
+  std::string unexpected;
+  for (const auto& [key, value] : state)
+    if (!known.count(key)) unexpected += (unexpected.empty() ? "'" : ", '") + key + "'";
+  LOOM_CHECK(unexpected.empty(), ValueError, who, ".load_state_dict: unexpected keys ", unexpected,
+             " (a state dict of another scheduler?)");
+}
+
+}  // namespace
 
 // ---- LRScheduler ----------------------------------------------------------------------
 
@@ -31,9 +73,8 @@ std::vector<double> LRScheduler::get_last_lr() const {
 StateDict LRScheduler::state_dict() const { return {{"last_epoch", scalar_tensor(last_epoch_, kInt64)}}; }
 
 void LRScheduler::load_state_dict(const StateDict& state) {
-  auto it = state.find("last_epoch");
-  LOOM_CHECK(it != state.end(), ValueError, "LRScheduler.load_state_dict: missing key 'last_epoch'");
-  last_epoch_ = it->second.item<int64_t>();
+  check_no_unexpected_keys(state, {"last_epoch"}, "LRScheduler");
+  last_epoch_ = count_entry(state, "last_epoch", "LRScheduler");
   apply();
 }
 
@@ -138,12 +179,26 @@ void OneCycleLR::set_momentum() {
 
 // ---- ReduceLROnPlateau ---------------------------------------------------------------------------
 
+namespace {
+
+void check_plateau_options(const ReduceLROnPlateauOptions& o, const std::string& who) {
+  LOOM_CHECK(o.mode_ == "min" || o.mode_ == "max", ValueError, who, ": mode must be 'min' or 'max', got '", o.mode_,
+             "'");
+  LOOM_CHECK(o.threshold_mode_ == "rel" || o.threshold_mode_ == "abs", ValueError, who,
+             ": threshold_mode must be 'rel' or 'abs', got '", o.threshold_mode_, "'");
+  LOOM_CHECK(o.factor_ < 1.0, ValueError, who, ": factor must be < 1, got ", o.factor_);
+  LOOM_CHECK(o.patience_ >= 0, ValueError, who, ": patience must be non-negative, got ", o.patience_);
+  LOOM_CHECK(o.cooldown_ >= 0, ValueError, who, ": cooldown must be non-negative, got ", o.cooldown_);
+}
+
+// The state dict's codes for the two string options.
+const char* const kModes[] = {"min", "max"};
+const char* const kThresholdModes[] = {"rel", "abs"};
+
+}  // namespace
+
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauOptions& o) : optimizer_(opt), o_(o) {
-  LOOM_CHECK(o.mode_ == "min" || o.mode_ == "max", ValueError, "ReduceLROnPlateau: mode must be 'min' or 'max', got '",
-             o.mode_, "'");
-  LOOM_CHECK(o.threshold_mode_ == "rel" || o.threshold_mode_ == "abs", ValueError,
-             "ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', got '", o.threshold_mode_, "'");
-  LOOM_CHECK(o.factor_ < 1.0, ValueError, "ReduceLROnPlateau: factor must be < 1, got ", o.factor_);
+  check_plateau_options(o, "ReduceLROnPlateau");
   best_ = o.mode_ == "min" ? INFINITY : -INFINITY;
 }
 
@@ -176,22 +231,54 @@ void ReduceLROnPlateau::step(double metric) {
 }
 
 StateDict ReduceLROnPlateau::state_dict() const {
-  return {{"best", scalar_tensor(best_, kFloat64)},
-          {"num_bad_epochs", scalar_tensor(num_bad_epochs_, kInt64)},
-          {"cooldown_counter", scalar_tensor(cooldown_counter_, kInt64)},
-          {"last_epoch", scalar_tensor(last_epoch_, kInt64)}};
+  auto real = [](double v) { return scalar_tensor(v, kFloat64); };
+  auto integer = [](int64_t v) { return scalar_tensor(v, kInt64); };
+  return {{"best", real(best_)},
+          {"num_bad_epochs", integer(num_bad_epochs_)},
+          {"cooldown_counter", integer(cooldown_counter_)},
+          {"last_epoch", integer(last_epoch_)},
+          {"mode", integer(o_.mode_ == kModes[1])},
+          {"factor", real(o_.factor_)},
+          {"patience", integer(o_.patience_)},
+          {"threshold", real(o_.threshold_)},
+          {"threshold_mode", integer(o_.threshold_mode_ == kThresholdModes[1])},
+          {"cooldown", integer(o_.cooldown_)},
+          {"min_lr", real(o_.min_lr_)},
+          {"eps", real(o_.eps_)}};
 }
 
 void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
-  auto get = [&](const char* key) -> const Tensor& {
-    auto it = state.find(key);
-    LOOM_CHECK(it != state.end(), ValueError, "ReduceLROnPlateau.load_state_dict: missing key '", key, "'");
-    return it->second;
+  const std::string who = "ReduceLROnPlateau";
+  check_no_unexpected_keys(state,
+                           {"best", "num_bad_epochs", "cooldown_counter", "last_epoch", "mode", "factor", "patience",
+                            "threshold", "threshold_mode", "cooldown", "min_lr", "eps"},
+                           who);
+  auto choice = [&](const std::string& key, const char* const (&names)[2]) -> std::string {
+    const int64_t v = entry(state, key, kInt64, who).item<int64_t>();
+    LOOM_CHECK(v == 0 || v == 1, ValueError, who, ".load_state_dict: '", key, "' must be 0 ('", names[0], "') or 1 ('",
+               names[1], "'), got ", v);
+    return names[v];
   };
-  best_ = get("best").item<double>();
-  num_bad_epochs_ = get("num_bad_epochs").item<int64_t>();
-  cooldown_counter_ = get("cooldown_counter").item<int64_t>();
-  last_epoch_ = get("last_epoch").item<int64_t>();
+  // Everything is read and checked before anything changes.
+  const double best = real_entry(state, "best", who);
+  const int64_t num_bad_epochs = count_entry(state, "num_bad_epochs", who);
+  const int64_t cooldown_counter = count_entry(state, "cooldown_counter", who);
+  const int64_t last_epoch = count_entry(state, "last_epoch", who);
+  ReduceLROnPlateauOptions o;
+  o.mode_ = choice("mode", kModes);
+  o.factor_ = real_entry(state, "factor", who);
+  o.patience_ = entry(state, "patience", kInt64, who).item<int64_t>();
+  o.threshold_ = real_entry(state, "threshold", who);
+  o.threshold_mode_ = choice("threshold_mode", kThresholdModes);
+  o.cooldown_ = entry(state, "cooldown", kInt64, who).item<int64_t>();
+  o.min_lr_ = real_entry(state, "min_lr", who);
+  o.eps_ = real_entry(state, "eps", who);
+  check_plateau_options(o, who + ".load_state_dict");
+  o_ = o;
+  best_ = best;
+  num_bad_epochs_ = num_bad_epochs;
+  cooldown_counter_ = cooldown_counter;
+  last_epoch_ = last_epoch;
 }
 
 }  // namespace loom::optim

@@ -1,6 +1,8 @@
 // Learning-rate schedulers, as torch.optim.lr_scheduler. Construct one after the
 // optimizer; call step() once per epoch (or per batch for OneCycleLR) after
-// optimizer.step(). Each sets every group's lr from that group's initial_lr.
+// optimizer.step(). The closed-form ones set every group's lr from its initial_lr;
+// ReduceLROnPlateau scales the current lrs. Any of them saves its state in a training
+// checkpoint (optim/checkpoint.h) through the Scheduler interface.
 #pragma once
 
 #include <string>
@@ -10,15 +12,26 @@
 
 namespace loom::optim {
 
-class LRScheduler {
+// Any scheduler, as a checkpoint sees it: state that can be saved and restored, as
+// PyTorch saves any scheduler's state_dict(). load_state_dict treats the state as hostile
+// input: a missing, ill-typed, out-of-range or unexpected key throws ValueError naming it
+// and leaves the scheduler as it was.
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  virtual StateDict state_dict() const = 0;
+  virtual void load_state_dict(const StateDict& state) = 0;
+};
+
+// The closed-form schedulers' base; its state is last_epoch (int64).
+class LRScheduler : public Scheduler {
  public:
   explicit LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
-  virtual ~LRScheduler() = default;
   virtual void step();
   int64_t last_epoch() const { return last_epoch_; }
   std::vector<double> get_last_lr() const;
-  virtual StateDict state_dict() const;
-  virtual void load_state_dict(const StateDict& state);
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
 
  protected:
   // The lr of a group with initial lr `base` at epoch last_epoch_.
@@ -131,13 +144,22 @@ struct ReduceLROnPlateauOptions {
   double min_lr_ = 0, eps_ = 1e-8;
 };
 
-class ReduceLROnPlateau {
+// Its state dict holds what PyTorch's does, under PyTorch's names: the counters best
+// (float64), num_bad_epochs, cooldown_counter, last_epoch (int64) and the options mode
+// (int64: 0 "min", 1 "max"), factor, patience, threshold, threshold_mode (int64: 0 "rel",
+// 1 "abs"), cooldown, min_lr, eps. Loading restores the options too, as PyTorch does. The
+// current lrs are the optimizer's own state (param_groups.<g>.lr).
+class ReduceLROnPlateau : public Scheduler {
  public:
   ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauOptions& options = {});
   void step(double metric);
-  StateDict state_dict() const;
-  void load_state_dict(const StateDict& state);
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
+  double best() const { return best_; }
   int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  int64_t cooldown_counter() const { return cooldown_counter_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  const ReduceLROnPlateauOptions& options() const { return o_; }
 
  private:
   bool is_better(double a, double best) const;

@@ -48,6 +48,10 @@ for b in build/gpu/bench/bench_cuda; do
   [ -x "$b" ] && "$b" | tee -a "$out/bench.jsonl"
 done
 [ -f bench/torch_cuda_bench.py ] && python3 bench/torch_cuda_bench.py | tee -a "$out/bench.jsonl"
+# The training workloads of shared/workloads.md on the GPU, Loom then PyTorch.
+: >"$out/workloads.jsonl"
+[ -x build/gpu/bench/loom-bench ] && timeout 120 build/gpu/bench/loom-bench --device cuda | tee -a "$out/workloads.jsonl"
+timeout 120 python3 bench/torch_workloads.py --device cuda | tee -a "$out/workloads.jsonl"
 
 echo "== summary"
 python3 - "$out" "$build_s" "$tests_rc" <<'EOF'
@@ -72,5 +76,17 @@ if rows:
         frac = "%.2f" % r["fraction_of_ceiling"] if "fraction_of_ceiling" in r else ""
         print("| %s | %s | %s | %s | %.4g | %s | %s |" % (r["bench"], r["framework"], r.get("size", ""),
               r.get("dtype", ""), r["value"], r["unit"], frac))
+runs = {}
+for l in open(out + "/workloads.jsonl"):
+    if l.startswith("{"):
+        r = json.loads(l)
+        runs.setdefault(r["workload"], {})["loom" if r["framework"] == "loom" else "torch"] = r["ms_per_step"]
+if runs:
+    print("| workload (cuda) | Loom ms/step | PyTorch ms/step | PyTorch/Loom |")
+    print("|---|---|---|---|")
+    for name, r in runs.items():
+        loom, torch = r.get("loom"), r.get("torch")
+        ratio = "%.2fx" % (torch / loom) if loom and torch else ""
+        print("| %s | %s | %s | %s |" % (name, "%.3f" % loom if loom else "-", "%.3f" % torch if torch else "-", ratio))
 EOF
 exit $tests_rc

@@ -29,19 +29,8 @@ using Tokens = std::vector<std::string>;
 
 namespace {
 
+using loom::test::message_of;
 using loom::test::TempDir;
-
-// The message of the exception fn throws as E (fails the test if it throws nothing).
-template <typename E, typename Fn>
-std::string message_of(Fn fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception");
-  return "";
-}
 
 // UTF-8 bytes of a code point, written out by hand from RFC 3629 (even for surrogates,
 // which are then not valid).

@@ -21,19 +21,8 @@ using Missing = CsvColumnsOptions::Missing;
 
 namespace {
 
+using loom::test::message_of;
 using loom::test::TempDir;
-
-// The message of the exception fn throws as E (fails the test if it throws nothing).
-template <typename E, typename Fn>
-std::string message_of(Fn fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception");
-  return "";
-}
 
 // Column j of a row-major (N, C) vector.
 std::vector<double> column(const std::vector<double>& x, size_t c, size_t j) {

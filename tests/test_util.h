@@ -1,5 +1,5 @@
-// Shared test helpers: the per-dtype tolerance table, random non-zero data, and
-// comparison against plain-loop references.
+// Shared test helpers: the per-dtype tolerance table, random non-zero data, comparison
+// against plain-loop references, and the messages of thrown exceptions.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -88,6 +88,18 @@ void require_throws_with(const std::function<void()>& f, const std::vector<std::
     FAIL("threw the wrong exception type: " << e.what());
   }
   FAIL("did not throw");
+}
+
+// The message of the exception fn throws as E (fails the test if it throws nothing).
+template <typename E, typename Fn>
+std::string message_of(Fn fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  FAIL("expected an exception");
+  return "";
 }
 
 // The golden fixture tests/golden/data/<name>.safetensors, generated from PyTorch by the

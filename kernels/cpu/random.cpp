@@ -60,6 +60,16 @@ void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offse
   });
 }
 
+void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset) {
+  LOOM_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli: p must be in [0, 1], got ", p);
+  LOOM_DISPATCH_CUDA(dst, bernoulli, dst, p, seed, offset);
+  dispatch_all(dst.dtype(), "bernoulli", [&]<typename T>() {
+    fill_random<T>(dst, seed, offset, [&](uint32_t w0, uint32_t, int64_t) {
+      return T(random_math::bernoulli_value(w0, p) ? 1 : 0);
+    });
+  });
+}
+
 void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
   LOOM_DISPATCH_CUDA(dst, randint, dst, low, high, seed, offset);
   const uint64_t range = uint64_t(high - low);

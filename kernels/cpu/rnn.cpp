@@ -19,6 +19,7 @@
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/rnn_math.h"
 
@@ -62,8 +63,8 @@ struct Dims3 {
   int64_t T, B, I, H, G;
 };
 
+// Shapes, dtypes and devices; the same for the CPU and the CUDA kernels.
 Dims3 check_layer(const RNNLayerInput& in) {
-  cpu::check_cpu(in.x, "rnn");
   const int64_t G = rnn_gates(in.mode);
   LOOM_CHECK(in.x.dim() == 3, ShapeError, "rnn: input must be (T, B, I), got ", shape_str(in.x.sizes()));
   const int64_t T = in.x.size(0), B = in.x.size(1), I = in.x.size(2), H = in.w_hh.size(1);
@@ -74,11 +75,17 @@ Dims3 check_layer(const RNNLayerInput& in) {
              ", expected ", shape_str({B, H}));
   LOOM_CHECK(in.lengths.empty() || int64_t(in.lengths.size()) == B, ShapeError, "rnn: ", in.lengths.size(),
              " lengths for a batch of ", B);
-  LOOM_CHECK(in.x.dtype() == kFloat32 || in.x.dtype() == kFloat64, DTypeError,
+  LOOM_CHECK(in.x.is_cuda() || in.x.dtype() == kFloat32 || in.x.dtype() == kFloat64, DTypeError,
              "rnn: the CPU kernels support float32 and float64, got ", dtype_name(in.x.dtype()));
-  for (const Tensor* t : {&in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh})
+  LOOM_CHECK(in.x.is_floating_point(), DTypeError, "rnn: expected a floating-point input, got ",
+             dtype_name(in.x.dtype()));
+  for (const Tensor* t : {&in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh}) {
     LOOM_CHECK(!t->defined() || t->dtype() == in.x.dtype(), DTypeError, "rnn: expected all tensors in ",
                dtype_name(in.x.dtype()), ", got a ", dtype_name(t->dtype()), " tensor of shape ", shape_str(t->sizes()));
+    LOOM_CHECK(!t->defined() || t->device() == in.x.device(), DeviceError, "rnn: expected all tensors on ",
+               in.x.device(), " (the input's device), got a tensor of shape ", shape_str(t->sizes()), " on ",
+               t->device());
+  }
   LOOM_CHECK(in.mode != RNNMode::LSTM || (in.c0.defined() && in.c0.sizes() == in.h0.sizes()), ShapeError,
              "rnn: LSTM needs a cell state of shape ", shape_str({B, H}));
   return {T, B, I, H, G};
@@ -295,6 +302,10 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
 
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
   const Dims3 d = check_layer(in);
+#ifdef LOOM_WITH_CUDA
+  if (in.x.is_cuda()) return cuda::rnn_layer_forward(in);
+#endif
+  cpu::check_cpu(in.x, "rnn");
   return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerOutput {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) return forward_impl<S>(in, d);
     else throw DTypeError("rnn: unsupported dtype");
@@ -304,6 +315,10 @@ RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
 RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
                                  const Tensor& dh_n, const Tensor& dc_n) {
   const Dims3 d = check_layer(in);
+#ifdef LOOM_WITH_CUDA
+  if (in.x.is_cuda()) return cuda::rnn_layer_backward(in, reserve, dy, dh_n, dc_n);
+#endif
+  cpu::check_cpu(in.x, "rnn");
   return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerGrads {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>)
       return backward_impl<S>(in, reserve, dy, dh_n, dc_n, d);

@@ -18,6 +18,7 @@ void fill(const Tensor& dst, Scalar value);
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset);
 void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset);
 void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offset);
+void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset);
 void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
 
 // kernels/cuda/transfer.cpp: host <-> device and device <-> device copies (cudaMemcpyAsync).
@@ -39,5 +40,10 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower);
 void check_indices(const Tensor& index, int64_t size, const char* op);
+
+// kernels/cuda/rnn.cu: one recurrent layer, one direction (Note [step-functor RNN sweep]).
+RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in);
+RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
+                                 const Tensor& dh_n, const Tensor& dc_n);
 
 }  // namespace loom::kernels::cuda

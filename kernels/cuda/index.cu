@@ -7,12 +7,14 @@
 // dims with stride 0. Each element finds its offsets in the index, the "direct" tensor
 // (gather's output, scatter's source: same position) and the "indexed" one (at the index's
 // value along dim) by peeling its row-major linear index apart, dim by dim.
-// The scatters (scatter_add, index_add) add with atomicAdd for float32, float64, int32 and
-// int64. The 16-bit floats have no exact atomic add, so one thread owns one position (all
+// scatter_add adds with atomicAdd for float32, float64, int32 and int64; index_add on
+// contiguous tensors (the embedding backward) sorts its index instead and is deterministic
+// (Note [sorted index_add] in kernels/cuda/sorted_index_add.cuh). The 16-bit floats have no exact atomic add, so one thread owns one position (all
 // coordinates but dim) and walks the index along dim in order, as the CPU does: two
 // positions never hit the same output element, so the sums are deterministic and equal
 // the CPU's. Out-of-range indices are the caller's check (check_indices); a kernel that
 // meets one anyway skips it rather than touch memory outside the tensor.
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "core/factories.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/sorted_index_add.cuh"
 #include "kernels/dispatch_by_size.h"
 
 namespace loom::kernels::cuda {
@@ -125,6 +128,26 @@ __global__ void __launch_bounds__(kBlockSize)
   }
 }
 
+// keys[j] = index[j], or `rows` for an out-of-range one (sorted last, then skipped);
+// positions[j] = j.
+template <typename I>
+__global__ void __launch_bounds__(kBlockSize)
+    index_keys_kernel(uint64_t* keys, int64_t* positions, const I* index, int64_t stride, int64_t n, int64_t rows) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t k = int64_t(index[j * stride]);
+    keys[j] = uint64_t(k >= 0 && k < rows ? k : rows);
+    positions[j] = j;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockSize)
+    sorted_index_add_kernel(T* out, const T* src, const uint64_t* keys, const int64_t* positions, int64_t threads,
+                            SortedIndexAddGeometry g) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < threads; t += int64_t(gridDim.x) * blockDim.x)
+    sorted_index_add_at(t, out, src, keys, positions, g);
+}
+
 // Keeps col - row <= k (lower) or >= k (upper) of the last two dims, zeroes the rest.
 template <typename T>
 __global__ void __launch_bounds__(kBlockSize)
@@ -215,6 +238,46 @@ void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& i
   });
 }
 
+// index_add on contiguous out and src with a 1-D index: sort, then one writer per output
+// element (Note [sorted index_add]).
+void sorted_index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_device(out, src, "index_add");
+  check_device(out, index, "index_add");
+  const int64_t n = index.numel();
+  if (n == 0 || out.numel() == 0) return;
+  ::loom::cuda::DeviceGuard guard(out.device());
+  const int device = out.device().index;
+  const cudaStream_t stream = current_stream(device);
+  SortedIndexAddGeometry g{1, out.size(dim), 1, n};
+  for (int64_t d = 0; d < dim; ++d) g.outer *= out.size(d);
+  for (int64_t d = dim + 1; d < out.dim(); ++d) g.inner *= out.size(d);
+  const TensorOptions on_device = TensorOptions(kInt64).device(out.device());
+  Tensor keys = empty({n}, on_device), positions = empty({n}, on_device);
+  Tensor sorted_keys = empty({n}, on_device), sorted_positions = empty({n}, on_device);
+  auto* k_in = reinterpret_cast<uint64_t*>(keys.data());
+  auto* k_out = reinterpret_cast<uint64_t*>(sorted_keys.data());
+  dispatch_index(index.dtype(), "index_add", [&]<typename I>() {
+    index_keys_kernel<I><<<grid_size(n, device), kBlockSize, 0, stream>>>(
+        k_in, ptr<int64_t>(positions), ptr<const I>(index), index.dim() == 0 ? 0 : index.stride(0), n, g.rows);
+    LOOM_CUDA_KERNEL_CHECK();
+  });
+  // Only the bits the keys (at most `rows`) use.
+  int end_bit = 1;
+  while (end_bit < 64 && (uint64_t(1) << end_bit) <= uint64_t(g.rows)) ++end_bit;
+  size_t temp_bytes = 0;
+  LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k_in, k_out, ptr<int64_t>(positions),
+                                                  ptr<int64_t>(sorted_positions), n, 0, end_bit, stream));
+  Tensor temp = empty({int64_t(temp_bytes / 8 + 1)}, on_device);
+  LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, k_in, k_out, ptr<int64_t>(positions),
+                                                  ptr<int64_t>(sorted_positions), n, 0, end_bit, stream));
+  const int64_t threads = g.outer * n * g.inner;
+  dispatch_floating(out.dtype(), "index_add", [&]<typename T>() {
+    sorted_index_add_kernel<T><<<grid_size(threads, device), kBlockSize, 0, stream>>>(
+        ptr<T>(out), ptr<const T>(src), k_out, ptr<const int64_t>(sorted_positions), threads, g);
+    LOOM_CUDA_KERNEL_CHECK();
+  });
+}
+
 }  // namespace
 
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
@@ -227,6 +290,11 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
 }
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (out.is_floating_point() && out.is_contiguous() && src.is_contiguous() && index.dim() <= 1 &&
+      index.numel() <= std::numeric_limits<int32_t>::max()) {  // CUB's item count is an int
+    sorted_index_add(out, dim, index, src);
+    return;
+  }
   add_indexed("index_add", out, dim, broadcast_index(index, src.sizes(), dim), src);
 }
 

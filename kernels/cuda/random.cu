@@ -46,6 +46,15 @@ struct BernoulliFunctor {
   }
 };
 
+// 1 with probability p, one p for all (checked on the host by the caller).
+template <typename T>
+struct ScalarBernoulliFunctor {
+  double p;
+  LOOM_HOST_DEVICE T operator()(uint32_t w0, uint32_t) const {
+    return T(random_math::bernoulli_value(w0, p) ? 1 : 0);
+  }
+};
+
 }  // namespace
 
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
@@ -74,6 +83,13 @@ void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offse
   });
   const double v = invalid.item<double>();
   LOOM_CHECK(v >= 0 && v <= 1, ValueError, "bernoulli: probabilities must be in [0, 1], got ", v);
+}
+
+// p was checked by the entry point (kernels/cpu/random.cpp): nothing to read back.
+void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset) {
+  dispatch_all(dst.dtype(), "bernoulli", [&]<typename T>() {
+    gpu_random<T>(dst, seed, offset, ScalarBernoulliFunctor<T>{p}, {});
+  });
 }
 
 void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {

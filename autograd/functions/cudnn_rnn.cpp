@@ -1,0 +1,53 @@
+#include "autograd/functions/cudnn_rnn.h"
+
+#ifdef LOOM_WITH_CUDNN
+
+#include "autograd/function.h"
+
+namespace loom {
+
+namespace {
+const char* backward_name(kernels::RNNMode mode) {
+  switch (mode) {
+    case kernels::RNNMode::LSTM: return "CudnnLSTMBackward";
+    case kernels::RNNMode::GRU: return "CudnnGRUBackward";
+    default: return "CudnnRNNBackward";
+  }
+}
+Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
+}  // namespace
+
+RNNStackResult cudnn_rnn(kernels::cuda::CudnnRNNConfig config, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                         const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths) {
+  const bool lstm = config.mode == kernels::RNNMode::LSTM;
+  std::vector<Tensor> inputs{x, h0, c0};
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
+  config.training = needs_grad_list(inputs);
+  std::vector<Tensor> plain_weights;
+  for (const Tensor& w : weights) plain_weights.push_back(detached(w));
+  const Tensor xd = x.detach().contiguous(), h0d = h0.detach(), c0d = detached(c0);
+  kernels::cuda::CudnnRNNOutput fwd = kernels::cuda::cudnn_rnn_forward(config, xd, h0d, c0d, plain_weights, lengths);
+  RNNStackResult out{fwd.y, fwd.hy, fwd.cy};
+  if (config.training) {
+    std::vector<Tensor> outputs{out.y, out.h_n};
+    if (lstm) outputs.push_back(out.c_n);
+    std::vector<Tensor> saved{xd, h0d, out.y.detach()};
+    if (lstm) saved.push_back(c0d);
+    // The weights live on in the node's packed copy (Note [cuDNN weight packing]).
+    record(backward_name(config.mode), inputs, outputs, saved,
+           [state = fwd.saved, lstm, n = weights.size()](BackwardContext& ctx) {
+             kernels::cuda::CudnnRNNGrads g = kernels::cuda::cudnn_rnn_backward(
+                 *state, ctx.saved[0], ctx.saved[1], lstm ? ctx.saved[3] : Tensor(), ctx.saved[2], ctx.grads[0],
+                 ctx.grads[1], lstm ? ctx.grads[2] : Tensor());
+             std::vector<Tensor> grads{g.dx, g.dhx, g.dcx};
+             grads.insert(grads.end(), g.dweights.begin(), g.dweights.end());
+             grads.resize(3 + n);
+             return grads;
+           });
+  }
+  return out;
+}
+
+}  // namespace loom
+
+#endif  // LOOM_WITH_CUDNN
