@@ -136,16 +136,16 @@ void compare_on_gpu(Model cpu_model, Model gpu_model, const Tensor& x, Forward f
   Tensor x_gpu = x.detach().to(kCUDA).requires_grad_(true);
   Tensor y_cpu = forward(cpu_model, x_cpu);
   Tensor y_gpu = forward(gpu_model, x_gpu);
-  test::check_close(y_gpu.to(kCPU), y_cpu, "output");
+  check_same(y_gpu.to(kCPU), y_cpu, "output");
   const Tensor w = test::random_nonzero(y_cpu.sizes());
   (y_cpu * w).sum().backward();
   (y_gpu * w.to(kCUDA)).sum().backward();
-  test::check_close(x_gpu.grad().to(kCPU), x_cpu.grad(), "input grad");
+  check_same(x_gpu.grad().to(kCPU), x_cpu.grad(), "input grad");
   const nn::NamedTensors pc = cpu_model->named_parameters(), pg = gpu_model->named_parameters();
   REQUIRE(pc.size() == pg.size());
   for (size_t k = 0; k < pc.size(); ++k) {
     REQUIRE(pc[k].first == pg[k].first);  // same registration order
-    test::check_close(pg[k].second.grad().to(kCPU), pc[k].second.grad(), pc[k].first);
+    check_same(pg[k].second.grad().to(kCPU), pc[k].second.grad(), pc[k].first);
   }
 }
 
