@@ -20,7 +20,8 @@ prefix=()
 [ -d .gpu-deps/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.gpu-deps/usr")
 
 # cuDNN: the system's, or the one inside the nvidia-cudnn-cu13 wheel.
-cudnn_root=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null || true)
+# (nvidia.cudnn may be a namespace package without __file__: ask for its folder.)
+cudnn_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.cudnn"); print(list(s.submodule_search_locations)[0])' 2>/dev/null || true)
 if [ -n "$cudnn_root" ]; then
   export CUDNN_ROOT="$cudnn_root"
   export LD_LIBRARY_PATH="$cudnn_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -37,10 +38,17 @@ cmake --build build/gpu -j "$jobs" >"$out/build.log" 2>&1 || { grep -E "error|FA
 build_s=$(( $(date +%s) - start ))
 
 echo "== tests"
-ctest --test-dir build/gpu -j "$jobs" --timeout 300 --output-on-failure >"$out/ctest.log" 2>&1
-tests_rc=$?
-ctest --test-dir build/gpu -L cuda --timeout 300 --output-on-failure >"$out/ctest-cuda.log" 2>&1
-tail -15 "$out/ctest.log"
+# Two disjoint runs: the CPU suite, then the CUDA tests (label cuda), each test once.
+ctest --test-dir build/gpu -LE cuda -j "$jobs" --timeout 300 --output-on-failure >"$out/ctest.log" 2>&1
+cpu_rc=$?
+ctest --test-dir build/gpu -L cuda -j 4 --timeout 300 --output-on-failure >"$out/ctest-cuda.log" 2>&1
+cuda_rc=$?
+tests_rc=$(( cpu_rc || cuda_rc ))
+# The failures first, with the lines that say why (a GPU session has little time to rerun).
+for log in "$out/ctest.log" "$out/ctest-cuda.log"; do
+  sed -n '/The following tests FAILED/,$p' "$log"
+  grep -E -B2 -A6 "FAILED:|with expansion|due to unexpected exception|SIGSEGV|Subprocess aborted" "$log" | head -80
+done
 
 echo "== benchmarks"
 : >"$out/bench.jsonl"
@@ -66,7 +74,7 @@ def counts(log):
     return "%d run: %d passed, %d failed, %d skipped" % (total, total - failed - skipped, failed, skipped)
 print("GPU:", open(out + "/gpu.txt").read().strip())
 print("build: %s s" % build_s)
-print("all tests:  ", counts(out + "/ctest.log"))
+print("CPU tests:  ", counts(out + "/ctest.log"))
 print("CUDA tests: ", counts(out + "/ctest-cuda.log"))
 rows = [json.loads(l) for l in open(out + "/bench.jsonl") if l.startswith("{")]
 if rows:

@@ -260,6 +260,24 @@ TEST_CASE("max and min propagate NaN: the first NaN wins", "[reduce]") {
   }
 }
 
+TEST_CASE("max and min of infinities keep them (all elements, along a dim, argmax)", "[reduce]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dt : float_dtypes()) {
+    INFO(dtype_name(dt));
+    const Tensor lows = tensor<double>({-inf, -inf, -inf}).to(dt), highs = tensor<double>({inf, inf}).to(dt);
+    CHECK(lows.max().item<double>() == -inf);
+    CHECK(highs.min().item<double>() == inf);
+    auto [v, i] = lows.max(0);
+    CHECK(v.item<double>() == -inf);
+    CHECK(i.item<int64_t>() == 0);
+    // Along a dim, also through the column-tile path: every column is all -inf or all +inf.
+    const Tensor m = tensor<double>({-inf, inf, -inf, inf, -inf, inf}, {3, 2}).to(dt);
+    CHECK(std::get<0>(m.max(0)).to_vector<double>() == std::vector<double>{-inf, inf});
+    CHECK(std::get<0>(m.min(0)).to_vector<double>() == std::vector<double>{-inf, inf});
+    CHECK(lows.argmax().item<int64_t>() == 0);
+  }
+}
+
 TEST_CASE("max and min pass gradcheck (all elements and along a dim)", "[reduce]") {
   Tensor x = leaf({3, 4});
   Tensor xt = leaf({4, 3});

@@ -3,19 +3,10 @@
 #ifdef LOOM_WITH_CUDNN
 
 #include "autograd/function.h"
+#include "autograd/functions/internal.h"
+#include "autograd/functions/rnn_layer.h"
 
 namespace loom {
-
-namespace {
-const char* backward_name(kernels::RNNMode mode) {
-  switch (mode) {
-    case kernels::RNNMode::LSTM: return "CudnnLSTMBackward";
-    case kernels::RNNMode::GRU: return "CudnnGRUBackward";
-    default: return "CudnnRNNBackward";
-  }
-}
-Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
-}  // namespace
 
 RNNStackResult cudnn_rnn(kernels::cuda::CudnnRNNConfig config, const Tensor& x, const Tensor& h0, const Tensor& c0,
                          const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths) {
@@ -34,7 +25,7 @@ RNNStackResult cudnn_rnn(kernels::cuda::CudnnRNNConfig config, const Tensor& x, 
     std::vector<Tensor> saved{xd, h0d, out.y.detach()};
     if (lstm) saved.push_back(c0d);
     // The weights live on in the node's packed copy (Note [cuDNN weight packing]).
-    record(backward_name(config.mode), inputs, outputs, saved,
+    record(rnn_backward_name(config.mode), inputs, outputs, saved,
            [state = fwd.saved, lstm, n = weights.size()](BackwardContext& ctx) {
              kernels::cuda::CudnnRNNGrads g = kernels::cuda::cudnn_rnn_backward(
                  *state, ctx.saved[0], ctx.saved[1], lstm ? ctx.saved[3] : Tensor(), ctx.saved[2], ctx.grads[0],

@@ -16,6 +16,8 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
 Dims reduction_dims(const Tensor& t, const Dims& dims, const char* op);
 // The shape t has after reducing `dims` (sorted, wrapped).
 Shape reduced_shape(const Shape& shape, const Dims& dims, bool keepdim);
+// t.detach(), or t itself when undefined (optional inputs such as a missing bias).
+inline Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
 // Undoes keepdim=false: re-inserts size-1 dims at `dims` so g broadcasts against the input.
 Tensor unsqueeze_dims(const Tensor& g, const Dims& dims, bool keepdim);
 

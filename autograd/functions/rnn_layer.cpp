@@ -1,19 +1,17 @@
 #include "autograd/functions/rnn_layer.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/internal.h"
 
 namespace loom {
 
-namespace {
-const char* backward_name(kernels::RNNMode mode) {
+const char* rnn_backward_name(kernels::RNNMode mode) {
   switch (mode) {
     case kernels::RNNMode::LSTM: return "LSTMBackward";
     case kernels::RNNMode::GRU: return "GRUBackward";
     default: return "RNNBackward";
   }
 }
-Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
-}  // namespace
 
 RNNLayerResult rnn_layer(kernels::RNNMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
                          const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
@@ -28,7 +26,7 @@ RNNLayerResult rnn_layer(kernels::RNNMode mode, const Tensor& x, const Tensor& h
     if (lstm) outputs.push_back(out.c_n);
     // The weights and the input are saved (checked against in-place changes such as an
     // optimizer step before backward); the reserve is private to this node.
-    record(backward_name(mode), {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, outputs, {x, w_ih, w_hh},
+    record(rnn_backward_name(mode), {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, outputs, {x, w_ih, w_hh},
            [in, reserve = fwd.reserve, lstm](BackwardContext& ctx) mutable {
              in.x = ctx.saved[0];
              in.w_ih = ctx.saved[1];

@@ -15,6 +15,9 @@ struct RNNLayerResult {
   Tensor c_n;  // (B, H), LSTM only
 };
 
+// "LSTMBackward", "GRUBackward" or "RNNBackward": the node name of a recurrent op.
+const char* rnn_backward_name(kernels::RNNMode mode);
+
 // x (T, B, I), h0/c0 (B, H), weights (G·H, I) and (G·H, H), biases (G·H) or undefined.
 // lengths: per batch row (packed-sequence semantics), or empty.
 RNNLayerResult rnn_layer(kernels::RNNMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,

@@ -187,6 +187,17 @@ cudnnHandle_t describe(CudnnRNNSaved& s, const Tensor& x, const std::vector<int6
   return handle;
 }
 
+// The number of elements a tensor descriptor describes.
+int64_t described_elements(cudnnTensorDescriptor_t desc) {
+  cudnnDataType_t type;
+  int nb_dims = 0;
+  std::array<int, 8> dims{}, strides{};
+  LOOM_CUDNN_CHECK(cudnnGetTensorNdDescriptor(desc, int(dims.size()), &type, &nb_dims, dims.data(), strides.data()));
+  int64_t n = 1;
+  for (int d = 0; d < nb_dims; ++d) n *= dims[size_t(d)];
+  return n;
+}
+
 // The weight map (Note [cuDNN weight packing]): for every pseudo-layer (layer · D + dir)
 // and gate matrix, where cuDNN keeps it and which rows of which parameter it is.
 std::vector<WeightCopy> weight_map(cudnnHandle_t handle, const CudnnRNNSaved& s, size_t space_bytes) {
@@ -209,9 +220,14 @@ std::vector<WeightCopy> weight_map(cudnnHandle_t handle, const CudnnRNNSaved& s,
       const size_t m_bytes = size_t(H * w.size(1)) * elem;
       LOOM_CHECK(m_addr != nullptr, InternalError, "cudnn_rnn: cuDNN gave no address for matrix ", id,
                  " of pseudo-layer ", pseudo);
+      LOOM_CHECK(described_elements(m_desc.desc) == H * w.size(1), InternalError, "cudnn_rnn: cuDNN's matrix ", id,
+                 " of pseudo-layer ", pseudo, " has ", described_elements(m_desc.desc), " elements, expected ", H,
+                 " x ", w.size(1), " (a gate's rows of ", shape_str(w.sizes()), ")");
       add_copy(matrices, {size_t(static_cast<char*>(m_addr) - base), first + (recurrent ? 1 : 0),
                           size_t(gate) * m_bytes, m_bytes});
       if (b_addr != nullptr) {
+        LOOM_CHECK(described_elements(b_desc.desc) == H, InternalError, "cudnn_rnn: cuDNN's bias ", id,
+                   " of pseudo-layer ", pseudo, " has ", described_elements(b_desc.desc), " elements, expected ", H);
         const size_t b_bytes = size_t(H) * elem;
         add_copy(biases, {size_t(static_cast<char*>(b_addr) - base), first + (recurrent ? 3 : 2),
                           size_t(gate) * b_bytes, b_bytes});

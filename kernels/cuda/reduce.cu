@@ -76,6 +76,9 @@ struct Reducer {
 template <ReduceOp OP, typename M>
 M reduce_identity() {
   if constexpr (OP == ReduceOp::Prod) return M(1);
+  // Floats start at -inf/+inf, not lowest()/max(), so that a row of infinities keeps them.
+  else if constexpr (OP == ReduceOp::Max && std::is_floating_point_v<M>) return -std::numeric_limits<M>::infinity();
+  else if constexpr (OP == ReduceOp::Min && std::is_floating_point_v<M>) return std::numeric_limits<M>::infinity();
   else if constexpr (OP == ReduceOp::Max) return std::numeric_limits<M>::lowest();
   else if constexpr (OP == ReduceOp::Min) return std::numeric_limits<M>::max();
   else return M(0);

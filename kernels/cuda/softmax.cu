@@ -90,8 +90,10 @@ __global__ void __launch_bounds__(kBlockSize)
     for (int64_t i = walk.lane; i < len; i += walk.width) sum += exp(M(p[i]) - mx);
     sum = row_reduce<WarpRow>(sum, M(0), Add{}, shared);
     if (log) {
-      const M shift = mx + ::log(sum);
-      for (int64_t i = walk.lane; i < len; i += walk.width) q[i] = T(M(p[i]) - shift);
+      // (x - max) - log(sum) as the CPU, not x - (max + log(sum)): that rounds at max's
+      // scale, an error of ulp(max) (3e-5 for logits near 1000 in float32).
+      const M log_sum = ::log(sum);
+      for (int64_t i = walk.lane; i < len; i += walk.width) q[i] = T((M(p[i]) - mx) - log_sum);
     } else {
       const M scale = M(1) / sum;
       for (int64_t i = walk.lane; i < len; i += walk.width) q[i] = T(exp(M(p[i]) - mx) * scale);
