@@ -64,10 +64,9 @@ void Module::collect(const std::string& prefix, bool recurse, bool params, Named
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", true, params, out);
 }
 
-NamedTensors Module::named_tensors(bool params, bool recurse, bool dedupe) const {
+NamedTensors Module::named_tensors(bool params, bool recurse) const {
   NamedTensors all;
   collect("", recurse, params, all);
-  if (!dedupe) return all;
   NamedTensors out;
   std::unordered_set<const TensorImpl*> seen;
   for (auto& entry : all)
@@ -75,9 +74,9 @@ NamedTensors Module::named_tensors(bool params, bool recurse, bool dedupe) const
   return out;
 }
 
-NamedTensors Module::named_parameters(bool recurse) const { return named_tensors(true, recurse, true); }
+NamedTensors Module::named_parameters(bool recurse) const { return named_tensors(true, recurse); }
 
-NamedTensors Module::named_buffers(bool recurse) const { return named_tensors(false, recurse, true); }
+NamedTensors Module::named_buffers(bool recurse) const { return named_tensors(false, recurse); }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
   std::vector<Tensor> out;
@@ -143,27 +142,35 @@ void Module::to(DType dtype) {
 
 void Module::zero_grad(bool set_to_none) { loom::zero_grad(parameters(), set_to_none); }
 
+// As PyTorch's Module._save_to_state_dict and state_dict: own parameters, own buffers,
+// then the children, each under its dotted prefix.
+void Module::collect_state(const std::string& prefix, StateDict& out) const {
+  for (const NamedTensors* list : {&parameters_, &buffers_})
+    for (const auto& [name, t] : *list)
+      if (t.defined()) out[prefix + name] = t;
+  for (const auto& [name, child] : children_) child->collect_state(prefix + name + ".", out);
+}
+
 StateDict Module::state_dict() const {
   StateDict out;
-  for (bool params : {true, false})
-    for (auto& [name, t] : named_tensors(params, true, false)) out[name] = t.detach();
+  collect_state("", out);
+  for (auto& [name, t] : out) t = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  NamedTensors own = named_tensors(true, true, false);
-  NamedTensors bufs = named_tensors(false, true, false);
-  own.insert(own.end(), bufs.begin(), bufs.end());
+  StateDict own;
+  collect_state("", own);
   std::vector<std::string> missing, unexpected, mismatched;
-  for (auto& [name, t] : own) {
+  for (const auto& [name, t] : own) {
     auto it = state.find(name);
     if (it == state.end()) missing.push_back(name);
     else if (it->second.sizes() != t.sizes())
       mismatched.push_back(name + ": checkpoint " + shape_str(it->second.sizes()) + " vs model " +
                            shape_str(t.sizes()));
   }
-  for (auto& [name, t] : state)
-    if (!has_name(own, name)) unexpected.push_back(name);
+  for (const auto& [name, t] : state)
+    if (!own.contains(name)) unexpected.push_back(name);
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;

@@ -15,20 +15,21 @@
 //   };
 #pragma once
 
-#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/ordered_dict.h"
 #include "core/tensor.h"
 
 namespace loom::nn {
 
-// An ordered name -> tensor map (state_dict, named_parameters).
+// Named tensors in order (named_parameters), and a state dict: name -> tensor in
+// insertion order, as PyTorch's OrderedDict.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-using StateDict = std::map<std::string, Tensor>;
+using StateDict = OrderedDict<Tensor>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -84,7 +85,9 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad(bool set_to_none = true);
 
   // ---- state ------------------------------------------------------------------------------------
-  // Parameters and buffers by dotted name (tensors share memory with the module's).
+  // Parameters and buffers by dotted name (tensors share memory with the module's), in
+  // PyTorch's order: this module's parameters, then its buffers, then each child's state
+  // in registration order, depth first ("bias", "mask", "fc.weight", "fc.bias", ...).
   StateDict state_dict() const;
   // Copies values into the module's tensors. strict: missing and unexpected keys are
   // errors. Shape mismatches are always errors. All problems are listed in one
@@ -102,9 +105,11 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_ = true;
 
  private:
-  // Parameters (params) or buffers with dotted names; dedupe drops repeated tensors.
-  NamedTensors named_tensors(bool params, bool recurse, bool dedupe) const;
+  // Parameters (params) or buffers with dotted names, each tensor once (its first name).
+  NamedTensors named_tensors(bool params, bool recurse) const;
   void collect(const std::string& prefix, bool recurse, bool params, NamedTensors& out) const;
+  // The tensors of state_dict() under prefix, not detached (load_state_dict writes them).
+  void collect_state(const std::string& prefix, StateDict& out) const;
 
   mutable std::string type_name_;  // filled from typeid on first use when not given
   NamedTensors parameters_;

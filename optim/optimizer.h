@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/ordered_dict.h"
 #include "core/tensor.h"
 
 namespace loom::optim {
 
-using StateDict = std::map<std::string, Tensor>;
+// The same type as nn::StateDict: name -> tensor in insertion order.
+using StateDict = OrderedDict<Tensor>;
 
 struct ParamGroup {
   std::vector<Tensor> params;

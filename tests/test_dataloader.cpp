@@ -161,7 +161,7 @@ TEST_CASE("DataLoader: a failing example surfaces as the worker's own error", "[
   REQUIRE_THROWS_AS(run_epochs(loader, 1), WorkerError);
 }
 
-TEST_CASE("DataLoader: timeout names the batch; an abandoned pass does not hang", "[data][loader]") {
+TEST_CASE("DataLoader: timeout names the batch, and an abandoned pass does not hang", "[data][loader]") {
   auto stuck = std::make_shared<LambdaDataset<int>>(6, [](size_t i) {
     if (i == 4) std::this_thread::sleep_for(std::chrono::milliseconds(400));
     return static_cast<int>(i);

@@ -139,7 +139,7 @@ TEST_CASE("sum and mean match a plain loop over any dims, keepdim, dtype and lay
   }
 }
 
-TEST_CASE("sum of bool counts in int64; mean of an integer tensor is a DTypeError", "[reduce]") {
+TEST_CASE("sum of bool counts in int64, and mean of an integer tensor is a DTypeError", "[reduce]") {
   Tensor b = rand({6, 7}) > 0.5;
   Tensor s = b.sum(1);
   CHECK(s.dtype() == kInt64);
@@ -370,7 +370,7 @@ TEST_CASE("var and std with correction >= count give inf or nan, as PyTorch", "[
   CHECK(scalar_tensor(4.0).var({}, 0).item<double>() == 0);
 }
 
-TEST_CASE("var and std pass gradcheck; a constant slice gives std a zero gradient", "[reduce]") {
+TEST_CASE("var and std pass gradcheck, and a constant slice gives std a zero gradient", "[reduce]") {
   Tensor x = leaf({3, 4});
   Tensor xt = leaf({4, 3});
   for (const Dims& dims : std::vector<Dims>{{}, {0}, {-1}, {0, 1}}) {
@@ -459,7 +459,7 @@ TEST_CASE("norm matches a plain loop for p = 0, 0.5, 1, 2, 3, inf, -inf", "[redu
   CHECK(big.norm().item<double>() == Approx(600.0));
 }
 
-TEST_CASE("norm passes gradcheck; a zero norm gives a zero gradient; inf-norm ties share", "[reduce]") {
+TEST_CASE("norm passes gradcheck, a zero norm gives a zero gradient, inf-norm ties share", "[reduce]") {
   Tensor x = leaf({3, 4});
   Tensor xt = leaf({4, 3});
   for (double p : {1.0, 2.0, 3.0, 1.5, 0.5, kInf, -kInf}) {

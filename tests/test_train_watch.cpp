@@ -608,7 +608,7 @@ TEST_CASE("train watch: byte formatting and peak host memory", "[train]") {
   CHECK(peak < (size_t{1} << 40));  // bytes, not KiB counted as bytes twice
 }
 
-TEST_CASE("RunSummary::record_device_peak: nothing for the CPU; a GPU needs one", "[train]") {
+TEST_CASE("RunSummary::record_device_peak: nothing for the CPU, and a GPU needs one", "[train]") {
   loom::train::RunSummary summary;
   summary.record_device_peak(loom::kCPU);
   CHECK(nlohmann::json::parse(summary.to_json())["peak_device_memory"].is_null());
