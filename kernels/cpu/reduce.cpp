@@ -15,38 +15,16 @@
 #include "kernels/dispatch.h"
 #include "kernels/functors.h"
 #include "kernels/kernels.h"
+#include "kernels/reduce_math.h"
 
 namespace loom::kernels {
 namespace {
-
-template <ReduceOp OP, typename M>
-struct Reducer {
-  static M identity() {
-    if constexpr (OP == ReduceOp::Prod) return M(1);
-    // Floats start at -inf/+inf, not lowest()/max(), so that a row of infinities keeps them.
-    else if constexpr (OP == ReduceOp::Max && std::is_floating_point_v<M>) return -std::numeric_limits<M>::infinity();
-    else if constexpr (OP == ReduceOp::Min && std::is_floating_point_v<M>) return std::numeric_limits<M>::infinity();
-    else if constexpr (OP == ReduceOp::Max) return std::numeric_limits<M>::lowest();
-    else if constexpr (OP == ReduceOp::Min) return std::numeric_limits<M>::max();
-    else return M(0);
-  }
-  static M combine(M acc, M x) {
-    if constexpr (OP == ReduceOp::Prod) return acc * x;
-    else if constexpr (OP == ReduceOp::Max) return (x != x || x > acc) ? x : acc;  // NaN wins
-    else if constexpr (OP == ReduceOp::Min) return (x != x || x < acc) ? x : acc;
-    else return acc + x;
-  }
-  static M finish(M acc, int64_t n) {
-    if constexpr (OP == ReduceOp::Mean && std::is_floating_point_v<M>) return n == 0 ? M(NAN) : acc / M(n);
-    else return acc;
-  }
-};
 
 // out[a * C + c] = reduce over n of x[(a * N + n) * C + c].
 template <ReduceOp OP, typename T>
 void reduce_anc(T* out, const T* x, int64_t A, int64_t N, int64_t C) {
   using M = opmath_t<T>;
-  using R = Reducer<OP, M>;
+  using R = ReduceMath<OP, M>;
   if (C == 1) {
     parallel_for(0, A, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N, 1)), [&](int64_t b, int64_t e) {
       for (int64_t a = b; a < e; ++a) {

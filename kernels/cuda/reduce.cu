@@ -19,6 +19,7 @@
 #include "core/factories.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/reduce_math.h"
 #include "kernels/functors.h"
 
 namespace loom::kernels::cuda {
@@ -58,31 +59,14 @@ __device__ M block_reduce(M v, M identity, Combine combine, M* shared) {
   return shared[0];
 }
 
+// ReduceMath (kernels/reduce_math.h, shared with the CPU) with its identity carried as a
+// value, so that one kernel serves every op.
 template <ReduceOp OP, typename M>
 struct Reducer {
   M identity;
-  __device__ M operator()(M acc, M x) const {
-    if constexpr (OP == ReduceOp::Prod) return acc * x;
-    else if constexpr (OP == ReduceOp::Max) return (is_nan(x) || x > acc) ? x : acc;  // NaN wins
-    else if constexpr (OP == ReduceOp::Min) return (is_nan(x) || x < acc) ? x : acc;
-    else return acc + x;
-  }
-  __device__ M finish(M acc, int64_t n) const {
-    if constexpr (OP == ReduceOp::Mean && std::is_floating_point_v<M>) return n == 0 ? M(NAN) : acc / M(n);
-    else return acc;
-  }
+  __device__ M operator()(M acc, M x) const { return ReduceMath<OP, M>::combine(acc, x); }
+  __device__ M finish(M acc, int64_t n) const { return ReduceMath<OP, M>::finish(acc, n); }
 };
-
-template <ReduceOp OP, typename M>
-M reduce_identity() {
-  if constexpr (OP == ReduceOp::Prod) return M(1);
-  // Floats start at -inf/+inf, not lowest()/max(), so that a row of infinities keeps them.
-  else if constexpr (OP == ReduceOp::Max && std::is_floating_point_v<M>) return -std::numeric_limits<M>::infinity();
-  else if constexpr (OP == ReduceOp::Min && std::is_floating_point_v<M>) return std::numeric_limits<M>::infinity();
-  else if constexpr (OP == ReduceOp::Max) return std::numeric_limits<M>::lowest();
-  else if constexpr (OP == ReduceOp::Min) return std::numeric_limits<M>::max();
-  else return M(0);
-}
 
 // Storage for block_reduce of any opmath type.
 template <typename M>
@@ -259,7 +243,7 @@ void check_device(const Tensor& out, const Tensor& in, const char* op) {
 template <ReduceOp OP, typename T>
 void launch_reduce(const Tensor& o, const Rows& r, int device, cudaStream_t stream) {
   using M = opmath_t<T>;
-  const Reducer<OP, M> reducer{reduce_identity<OP, M>()};
+  const Reducer<OP, M> reducer{ReduceMath<OP, M>::identity()};
   const int64_t max_blocks = grid_size(std::numeric_limits<int32_t>::max(), device);
   constexpr int64_t kMinChunk = 4096;
   const int64_t chunks =
