@@ -51,6 +51,9 @@ def main():
 
     m = 4096
     flops = 2.0 * m ** 3
+    # Like Loom's cuBLAS calls (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION): bf16
+    # products accumulate in float32 throughout.
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     for dtype, tf32, name in [(torch.float32, False, "float32"), (torch.float32, True, "tf32"),
                               (torch.bfloat16, False, "bfloat16")]:
         torch.backends.cuda.matmul.allow_tf32 = tf32

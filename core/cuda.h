@@ -104,6 +104,7 @@ class Event {
  private:
   void* handle_ = nullptr;  // cudaEvent_t
   bool timing_ = false;
+  int device_ = -1;  // the device handle_ was made on (record() remakes it for another)
 };
 
 }  // namespace loom::cuda

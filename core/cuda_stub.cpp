@@ -51,10 +51,11 @@ StreamGuard::~StreamGuard() = default;
 
 Event::Event(bool) { no_cuda("Event"); }
 Event::~Event() = default;
-Event::Event(Event&& o) noexcept : handle_(o.handle_), timing_(o.timing_) { o.handle_ = nullptr; }
+Event::Event(Event&& o) noexcept : handle_(o.handle_), timing_(o.timing_), device_(o.device_) { o.handle_ = nullptr; }
 Event& Event::operator=(Event&& o) noexcept {
   handle_ = o.handle_;
   timing_ = o.timing_;
+  device_ = o.device_;
   o.handle_ = nullptr;
   return *this;
 }

@@ -50,6 +50,7 @@ class Generator {
     std::lock_guard<std::mutex> lock(mutex_);
     seed_ = seed;
     offset_ = 0;
+    ++reseeds_;
   }
   uint64_t seed() const { return seed_; }
   // Reserves `n` Philox blocks; returns the first counter of the reserved range.
@@ -64,12 +65,17 @@ class Generator {
     std::lock_guard<std::mutex> lock(mutex_);
     seed_ = seed;
     offset_ = offset;
+    ++reseeds_;
   }
+  // Counts manual_seed/set_state calls: lets a generator kept elsewhere (cuDNN's dropout
+  // states on a GPU) notice that this one was seeded again, even to the same seed.
+  uint64_t reseeds() const { return reseeds_; }
 
  private:
   std::mutex mutex_;
   uint64_t seed_;
   uint64_t offset_ = 0;
+  uint64_t reseeds_ = 0;
 };
 
 // The global generator used by rand/randn/dropout/shuffling unless told otherwise.

@@ -178,7 +178,7 @@ inline void mm(const Tensor& out, const Tensor& a, const Tensor& b, double beta)
 
 inline Tensor lengths_on(const RNNLayerInput& in) {
   if (in.lengths.empty()) return Tensor();
-  return from_vector<int64_t>(in.lengths, {int64_t(in.lengths.size())}).to(in.x.device());
+  return from_vector<int64_t>(in.lengths, {int64_t(in.lengths.size())}, TensorOptions(kInt64).device(in.x.device()));
 }
 
 template <typename T>

@@ -107,7 +107,8 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
 
 #ifdef LOOM_WITH_CUDNN
   // On a GPU the whole stack is one cuDNN call (kernels/cuda/cudnn_rnn.h).
-  if (x.is_cuda() && kernels::cuda::cudnn_rnn_supports(x.dtype())) {
+  // (cuDNN rejects an empty batch or sequence: those take the loop below.)
+  if (x.is_cuda() && kernels::cuda::cudnn_rnn_supports(x.dtype()) && x.numel() > 0) {
     const kernels::cuda::CudnnRNNConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
                                                is_training() ? options.dropout_ : 0.0};
     const RNNStackResult r = cudnn_rnn(config, x, h0, c0, flat_weights_, lens);

@@ -86,6 +86,14 @@ TEST_CASE("generator state: seed, offset, set_state", "[core]") {
   CHECK(rand({10}).to_vector<double>() == b.to_vector<double>());
   g.set_state(5, 0);
   CHECK(rand({10}).to_vector<double>() == a.to_vector<double>());
+  // reseeds() counts every seeding, even to the same seed (cuDNN's dropout states follow it),
+  // and drawing numbers does not change it.
+  const uint64_t reseeds = g.reseeds();
+  (void)rand({10});
+  CHECK(g.reseeds() == reseeds);
+  manual_seed(5);
+  g.set_state(5, 0);
+  CHECK(g.reseeds() == reseeds + 2);
 }
 
 TEST_CASE("random numbers do not depend on the thread count", "[core]") {

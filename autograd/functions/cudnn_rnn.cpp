@@ -13,13 +13,17 @@ RNNStackResult cudnn_rnn(kernels::cuda::CudnnRNNConfig config, const Tensor& x, 
   const bool lstm = config.mode == kernels::RNNMode::LSTM;
   std::vector<Tensor> inputs{x, h0, c0};
   inputs.insert(inputs.end(), weights.begin(), weights.end());
-  config.training = needs_grad_list(inputs);
+  // cuDNN draws inter-layer dropout only in its training mode, so a module in train() with
+  // dropout runs that mode even under no-grad (as on the CPU and in PyTorch); the autograd
+  // node is recorded only when a gradient is wanted.
+  const bool record_grad = needs_grad_list(inputs);
+  config.training = record_grad || (config.dropout > 0 && config.num_layers > 1);
   std::vector<Tensor> plain_weights;
   for (const Tensor& w : weights) plain_weights.push_back(detached(w));
   const Tensor xd = x.detach().contiguous(), h0d = h0.detach(), c0d = detached(c0);
   kernels::cuda::CudnnRNNOutput fwd = kernels::cuda::cudnn_rnn_forward(config, xd, h0d, c0d, plain_weights, lengths);
   RNNStackResult out{fwd.y, fwd.hy, fwd.cy};
-  if (config.training) {
+  if (record_grad) {
     std::vector<Tensor> outputs{out.y, out.h_n};
     if (lstm) outputs.push_back(out.c_n);
     std::vector<Tensor> saved{xd, h0d, out.y.detach()};

@@ -5,11 +5,9 @@
 
 #include <cublas_api.h>
 #include <cuda_runtime.h>
+#ifdef LOOM_WITH_CUDNN  // cuDNN is optional (CMakeLists.txt): its header may be absent
 #include <cudnn.h>
-
-// libcudnn is not linked into every build that compiles this file; a weak reference lets
-// the program link without it (the status code is reported alone then).
-#pragma weak cudnnGetErrorString
+#endif
 
 namespace loom::cuda::detail {
 
@@ -48,12 +46,14 @@ void throw_cublas_error(int status, const char* call, const char* func, const ch
 }
 
 void throw_cudnn_error(int status, const char* call, const char* func, const char* file, int line) {
-  const auto error = static_cast<cudnnStatus_t>(status);
   const std::string code = "cuDNN status " + std::to_string(status);
-  const std::string message =
-      describe(call, func, file, line, code.c_str(),
-               cudnnGetErrorString ? cudnnGetErrorString(error) : "(libcudnn not linked: no description)");
+#ifdef LOOM_WITH_CUDNN
+  const auto error = static_cast<cudnnStatus_t>(status);
+  const std::string message = describe(call, func, file, line, code.c_str(), cudnnGetErrorString(error));
   if (error == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) throw OutOfMemoryError(message);
+#else
+  const std::string message = describe(call, func, file, line, code.c_str(), "(Loom was built without cuDNN)");
+#endif
   throw CudaError(message);
 }
 

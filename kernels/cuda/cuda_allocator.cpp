@@ -121,6 +121,7 @@ class PinnedHostAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = blocks_.find(const_cast<void*>(ptr));
     if (it == blocks_.end()) return;
+    (void)idle(it->second);  // a block pinned for a whole run must not collect an event per copy
     cudaEvent_t event = nullptr;
     LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     it->second.pending.push_back(event);

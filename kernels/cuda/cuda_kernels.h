@@ -9,7 +9,7 @@
 
 namespace loom::kernels::cuda {
 
-// kernels/cuda/elementwise.cu, copy.cu, random.cu
+// kernels/cuda/elementwise_unary.cu, elementwise_binary.cu, elementwise_copy.cu
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1);
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -93,11 +93,13 @@ Tensor device_bytes(size_t bytes, Device device, bool zeroed) {
 }
 
 // cuDNN's inter-layer dropout keeps its generator states on the device: made once per
-// device and thread (seeded from Loom's generator), restored into later descriptors.
+// device and thread (seeded from Loom's generator), restored into later descriptors, and
+// made again after manual_seed so that a seeded run draws the same masks.
 struct DropoutStates {
   Tensor states;
   size_t bytes = 0;
   uint64_t seed = 0;
+  uint64_t reseeds = 0;  // Loom's generator's reseeds() when the states were made
 };
 
 void set_dropout(cudnnDropoutDescriptor_t desc, cudnnHandle_t handle, double p, const Tensor& like) {
@@ -107,12 +109,13 @@ void set_dropout(cudnnDropoutDescriptor_t desc, cudnnHandle_t handle, double p, 
   }
   thread_local std::map<int, DropoutStates> per_device;
   DropoutStates& s = per_device[like.device().index];
-  if (!s.states.defined()) {
+  Generator& g = default_generator();
+  if (!s.states.defined() || s.reseeds != g.reseeds()) {
     size_t bytes = 0;
     LOOM_CUDNN_CHECK(cudnnDropoutGetStatesSize(handle, &bytes));
-    s.states = device_bytes(bytes, like.device(), false);
+    if (!s.states.defined()) s.states = device_bytes(bytes, like.device(), false);
     s.bytes = bytes;
-    Generator& g = default_generator();
+    s.reseeds = g.reseeds();
     s.seed = Philox::block(g.seed(), g.reserve(1))[0];
     LOOM_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc, handle, float(p), s.states.data(), bytes, s.seed));
   } else {
@@ -183,7 +186,7 @@ cudnnHandle_t describe(CudnnRNNSaved& s, const Tensor& x, const std::vector<int6
   const std::array<int, 3> dims{int(c.num_layers * D), B, int(H)};
   const std::array<int, 3> strides{int(B * H), int(H), 1};
   LOOM_CUDNN_CHECK(cudnnSetTensorNdDescriptor(s.h_desc.desc, type, 3, dims.data(), strides.data()));
-  s.dev_lengths = from_vector<int32_t>(lens, {int64_t(B)}).to(x.device());
+  s.dev_lengths = from_vector<int32_t>(lens, {int64_t(B)}, TensorOptions(kInt32).device(x.device()));
   return handle;
 }
 
@@ -321,7 +324,9 @@ CudnnRNNGrads cudnn_rnn_backward(const CudnnRNNSaved& saved, const Tensor& x, co
   const size_t space_bytes = s.space_bytes;
 
   CudnnRNNGrads g;
-  g.dx = empty(x.sizes(), opt);
+  // cuDNN documents the padding fill for outputs only: zero dx so that positions past a
+  // sequence's length hold 0 as on the CPU, whatever cuDNN leaves there.
+  g.dx = zeros(x.sizes(), opt);
   g.dhx = empty(hx.sizes(), opt);
   if (lstm) g.dcx = empty(cx.sizes(), opt);
   void* reserve = reserve_bytes ? s.reserve.data() : nullptr;

@@ -160,24 +160,30 @@ StreamGuard::~StreamGuard() { current_streams()[size_t(previous_.device())] = pr
 
 // ---- events -------------------------------------------------------------------------------
 
-Event::Event(bool enable_timing) : timing_(enable_timing) {
-  checked_device(-1, "cuda::Event");
+namespace {
+cudaEvent_t make_event(bool timing) {
   cudaEvent_t event = nullptr;
-  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&event, enable_timing ? cudaEventDefault : cudaEventDisableTiming));
-  handle_ = event;
+  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming));
+  return event;
+}
+}  // namespace
+
+Event::Event(bool enable_timing) : timing_(enable_timing), device_(checked_device(-1, "cuda::Event")) {
+  handle_ = make_event(timing_);
 }
 
 Event::~Event() {
   if (handle_ && cudaEventDestroy(static_cast<cudaEvent_t>(handle_)) != cudaSuccess) (void)cudaGetLastError();
 }
 
-Event::Event(Event&& o) noexcept : handle_(o.handle_), timing_(o.timing_) { o.handle_ = nullptr; }
+Event::Event(Event&& o) noexcept : handle_(o.handle_), timing_(o.timing_), device_(o.device_) { o.handle_ = nullptr; }
 
 Event& Event::operator=(Event&& o) noexcept {
   if (this != &o) {
     if (handle_ && cudaEventDestroy(static_cast<cudaEvent_t>(handle_)) != cudaSuccess) (void)cudaGetLastError();
     handle_ = o.handle_;
     timing_ = o.timing_;
+    device_ = o.device_;
     o.handle_ = nullptr;
   }
   return *this;
@@ -186,6 +192,14 @@ Event& Event::operator=(Event&& o) noexcept {
 void Event::record(const Stream& stream) {
   LOOM_CHECK(handle_ != nullptr, ValueError, "cuda::Event::record: the event was moved from");
   DeviceGuard guard(stream.device());
+  // CUDA records an event only on a stream of the device it was made on: for another
+  // device, a new event replaces it (waits already queued keep the old one alive).
+  if (stream.device() != device_) {
+    cudaEvent_t fresh = make_event(timing_);
+    if (cudaEventDestroy(static_cast<cudaEvent_t>(handle_)) != cudaSuccess) (void)cudaGetLastError();
+    handle_ = fresh;
+    device_ = stream.device();
+  }
   LOOM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream.handle())));
 }
 

@@ -183,11 +183,6 @@ Tensor broadcast_index(const Tensor& index, const Shape& shape, int64_t dim) {
   return alias_with(index, shape, strides, index.storage_offset());
 }
 
-void check_device(const Tensor& a, const Tensor& b, const char* op) {
-  LOOM_CHECK(a.device() == b.device(), DeviceError, op, ": expected tensors on one device, got ", a.device(),
-             " and ", b.device());
-}
-
 template <typename T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data());
@@ -195,8 +190,8 @@ T* ptr(const Tensor& t) {
 
 // dst[p] = src[p with dim = index[p]] over index's shape.
 void select_indexed(const char* op, const Tensor& dst, const Tensor& src, int64_t dim, const Tensor& index) {
-  check_device(dst, src, op);
-  check_device(dst, index, op);
+  check_same_device(dst, src, op);
+  check_same_device(dst, index, op);
   const int64_t n = index.numel();
   if (n == 0) return;
   ::loom::cuda::DeviceGuard guard(dst.device());
@@ -213,8 +208,8 @@ void select_indexed(const char* op, const Tensor& dst, const Tensor& src, int64_
 
 // out[p with dim = index[p]] += src[p] over index's shape (Note [CUDA indexed loops]).
 void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_device(out, src, op);
-  check_device(out, index, op);
+  check_same_device(out, src, op);
+  check_same_device(out, index, op);
   const int64_t n = index.numel();
   if (n == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -238,11 +233,20 @@ void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& i
   });
 }
 
+// Whether src is out's shape but with index.numel() along dim: the (outer, n, inner)
+// geometry sorted_index_add reads it with.
+bool fits_sorted_geometry(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (src.dim() != out.dim() || src.size(dim) != index.numel()) return false;
+  for (int64_t d = 0; d < out.dim(); ++d)
+    if (d != dim && src.size(d) != out.size(d)) return false;
+  return true;
+}
+
 // index_add on contiguous out and src with a 1-D index: sort, then one writer per output
 // element (Note [sorted index_add]).
 void sorted_index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_device(out, src, "index_add");
-  check_device(out, index, "index_add");
+  check_same_device(out, src, "index_add");
+  check_same_device(out, index, "index_add");
   const int64_t n = index.numel();
   if (n == 0 || out.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -291,7 +295,8 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   if (out.is_floating_point() && out.is_contiguous() && src.is_contiguous() && index.dim() <= 1 &&
-      index.numel() <= std::numeric_limits<int32_t>::max()) {  // CUB's item count is an int
+      index.numel() <= std::numeric_limits<int32_t>::max() &&  // CUB's item count is an int
+      fits_sorted_geometry(out, dim, index, src)) {
     sorted_index_add(out, dim, index, src);
     return;
   }
@@ -304,7 +309,7 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 
 void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
   const char* op = lower ? "tril" : "triu";
-  check_device(out, in, op);
+  check_same_device(out, in, op);
   const int64_t n = out.numel();
   if (n == 0) return;
   LOOM_ASSERT(out.dim() >= 2, op, ": expected at least 2 dims");

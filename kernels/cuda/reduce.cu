@@ -235,11 +235,6 @@ unsigned row_blocks(int64_t rows, int device) {
   return unsigned(std::min<int64_t>(rows, grid_size(std::numeric_limits<int32_t>::max(), device)));
 }
 
-void check_device(const Tensor& out, const Tensor& in, const char* op) {
-  LOOM_CHECK(in.device() == out.device(), DeviceError, op, ": expected tensors on one device, got ", in.device(),
-             " and ", out.device());
-}
-
 template <ReduceOp OP, typename T>
 void launch_reduce(const Tensor& o, const Rows& r, int device, cudaStream_t stream) {
   using M = opmath_t<T>;
@@ -272,7 +267,7 @@ void launch_reduce(const Tensor& o, const Rows& r, int device, cudaStream_t stre
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) {
-  check_device(out, in, "reduce");
+  check_same_device(out, in, "reduce");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "reduce: bad arguments");
   if (out.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -294,8 +289,8 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) 
 
 void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
   const char* name = is_max ? "max" : "min";
-  check_device(values, in, name);
-  check_device(indices, in, name);
+  check_same_device(values, in, name);
+  check_same_device(indices, in, name);
   LOOM_ASSERT(in.size(dim) > 0 && indices.dtype() == kInt64, name, ": bad arguments");
   if (values.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(values.device());
@@ -313,7 +308,7 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
 }
 
 void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction) {
-  check_device(out, in, "var");
+  check_same_device(out, in, "var");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "var: bad arguments");
   if (out.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -332,7 +327,7 @@ void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t cor
 }
 
 void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
-  check_device(out, in, "cumsum");
+  check_same_device(out, in, "cumsum");
   LOOM_ASSERT(out.dtype() == in.dtype(), "cumsum: bad arguments");
   if (out.numel() == 0) return;
   if (in.dim() == 0) return cumsum(out.detach().unsqueeze(0), in.detach().unsqueeze(0), 0);

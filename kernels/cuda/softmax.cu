@@ -141,11 +141,6 @@ Dims dim_last(int64_t ndim, int64_t dim) {
   return order;
 }
 
-void check_device(const Tensor& out, const Tensor& in, const char* op) {
-  LOOM_CHECK(in.device() == out.device(), DeviceError, op, ": expected tensors on one device, got ", in.device(),
-             " and ", out.device());
-}
-
 // Launches kernel<WarpRow> over `rows` rows of `len` with a grid that fits.
 template <typename LaunchWarp, typename LaunchBlock>
 void launch_rows(int64_t rows, int64_t len, int device, LaunchWarp warp_rows, LaunchBlock block_rows) {
@@ -162,7 +157,7 @@ void launch_rows(int64_t rows, int64_t len, int device, LaunchWarp warp_rows, La
 }  // namespace
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
-  check_device(out, in, "softmax");
+  check_same_device(out, in, "softmax");
   if (in.numel() == 0) return;
   if (in.dim() == 0) return softmax(out.detach().unsqueeze(0), in.detach().unsqueeze(0), 0, log);
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -185,8 +180,8 @@ void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
 }
 
 void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y_in, int64_t dim, bool log) {
-  check_device(grad_in, grad_out, "softmax_backward");
-  check_device(grad_in, y_in, "softmax_backward");
+  check_same_device(grad_in, grad_out, "softmax_backward");
+  check_same_device(grad_in, y_in, "softmax_backward");
   if (grad_in.numel() == 0) return;
   if (grad_in.dim() == 0) {
     return softmax_backward(grad_in.detach().unsqueeze(0), grad_out.detach().unsqueeze(0),

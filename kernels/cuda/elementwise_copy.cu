@@ -1,6 +1,8 @@
-// CUDA elementwise kernels: unary, binary, where, copy (every dtype pair) and fill. The
-// per-element math is kernels/functors.h, shared with the CPU (kernels/cpu/elementwise.cpp);
-// the loop is gpu_elementwise (kernels/cuda/launch.cuh).
+// CUDA where, copy (every dtype pair, as the CPU converts) and fill.
+// The per-element math is kernels/functors.h, shared with the CPU (kernels/cpu/elementwise.cpp);
+// the loop is gpu_elementwise (kernels/cuda/launch.cuh). The elementwise entry points are
+// split over three files (unary, binary, copy) so that their many kernel instantiations
+// (op x dtype x path) compile in parallel: as one file it took nvcc minutes.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -8,6 +10,7 @@
 #include "kernels/functors.h"
 
 namespace loom::kernels::cuda {
+
 namespace {
 
 template <typename M>
@@ -30,48 +33,7 @@ struct FillFunctor {
   LOOM_HOST_DEVICE T operator()() const { return value; }
 };
 
-void check_same_device(const Tensor& out, const Tensor& in, const char* op) {
-  LOOM_CHECK(in.device() == out.device(), DeviceError, op, ": expected tensors on one device, got ", in.device(),
-             " and ", out.device());
-}
-
 }  // namespace
-
-void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
-  check_same_device(out, in, "unary");
-  dispatch_all(in.dtype(), "unary", [&]<typename T>() {
-    using M = opmath_t<T>;
-    dispatch_enum<UnaryOp, kNumUnaryOps>(op, [&]<UnaryOp OP>() {
-      // The autograd layer rejects these before they get here; no kernel is compiled.
-      if constexpr (unary_needs_float(OP) && !is_floating_v<T>) {
-        throw DTypeError(::loom::detail::str("unary op ", int(OP), ": expected a floating-point tensor, got ",
-                                     dtype_name(in.dtype())));
-      } else {
-        const Unary<OP, M> f{M(arg0), M(arg1)};
-        if constexpr (OP == UnaryOp::LogicalNot) gpu_elementwise<bool, T>(out, f, {&in});
-        else gpu_elementwise<T, T>(out, f, {&in});
-      }
-    });
-  });
-}
-
-void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
-  check_same_device(out, a, "binary");
-  check_same_device(out, b, "binary");
-  dispatch_all(a.dtype(), "binary", [&]<typename T>() {
-    using M = opmath_t<T>;
-    dispatch_enum<BinaryOp, kNumBinaryOps>(op, [&]<BinaryOp OP>() {
-      if constexpr (binary_needs_float(OP) && !is_floating_v<T>) {
-        throw DTypeError(::loom::detail::str("binary op ", int(OP), ": expected floating-point tensors, got ",
-                                     dtype_name(a.dtype())));
-      } else {
-        const Binary<OP, M> f{M(alpha)};
-        if constexpr (is_comparison(OP)) gpu_elementwise<bool, T, T>(out, f, {&a, &b});
-        else gpu_elementwise<T, T, T>(out, f, {&a, &b});
-      }
-    });
-  });
-}
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_same_device(out, cond, "where");
