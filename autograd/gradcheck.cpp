@@ -41,6 +41,8 @@ bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
 
   Tensor out = f(inputs);
   LOOM_CHECK(out.requires_grad(), AutogradError, "gradcheck: the output does not require grad");
+  LOOM_CHECK(out.dtype() == kFloat64 && out.is_cpu(), ValueError, "gradcheck: f must return a float64 CPU tensor, got ",
+             dtype_name(out.dtype()), " on ", out.device());
   const int64_t n_out = out.numel();
   std::vector<Tensor> wrt;
   for (size_t i : diff_inputs) wrt.push_back(inputs[i]);

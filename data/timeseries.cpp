@@ -284,7 +284,7 @@ Tensor Normalizer::apply(const Tensor& x, const std::vector<int64_t>& columns, b
     const size_t j = size_t(cols[i % c]);
     v[i] = forward ? (v[i] - mean_[j]) / std_[j] : v[i] * std_[j] + mean_[j];
   }
-  return from_vector(v, x.sizes(), x.dtype());
+  return from_vector(v, x.sizes(), TensorOptions(x.dtype()).device(x.device()));
 }
 
 Tensor Normalizer::transform(const Tensor& x, const std::vector<int64_t>& columns) const {

@@ -19,7 +19,8 @@ struct TextClassifier : nn::Module {
 
   Tensor forward(const Tensor& tokens, const Tensor& lengths) {  // (B, T) int64, (B)
     // <pad> embeds to zeros, so the sum over T is the sum over each text's own words.
-    Tensor mean = embedding(tokens).sum(1) / lengths.unsqueeze(1).to(kFloat32);  // (B, dim)
+    // (lengths stay on the CPU in a TextBatch, for the recurrent layers: move them here.)
+    Tensor mean = embedding(tokens).sum(1) / lengths.unsqueeze(1).to(tokens.device(), kFloat32);  // (B, dim)
     return fc(mean);
   }
 

@@ -3,6 +3,7 @@
 #include "autograd/function.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "kernels/kernels.h"
 
 namespace loom::nn::functional {
 namespace {
@@ -38,6 +39,8 @@ FlatClasses flatten_classes(const Tensor& input, const Tensor& target, const cha
              dtype_name(input.dtype()));
   LOOM_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32, DTypeError, op,
              ": target must hold class indices (int64 or int32), got ", dtype_name(target.dtype()));
+  LOOM_CHECK(target.device() == input.device(), DeviceError, op, ": target on ", target.device(), ", input on ",
+             input.device());
   Shape expected = input.sizes();
   expected.erase(expected.begin() + 1);
   LOOM_CHECK(target.sizes() == expected, ShapeError, op, ": target of shape ", shape_str(target.sizes()),
@@ -53,6 +56,14 @@ FlatClasses flatten_classes(const Tensor& input, const Tensor& target, const cha
   return {scores, target.reshape({-1}).to(kInt64), target.sizes(), input.sizes()};
 }
 
+// values.gather(dim, index) without the range check or autograd: for target indices that
+// row_weights has checked already (on a GPU every check is a read-back the host waits for).
+Tensor gather_checked(const Tensor& values, int64_t dim, const Tensor& index) {
+  Tensor out = empty(index.sizes(), values.options());
+  kernels::gather(out, values, dim, index);
+  return out;
+}
+
 // The class weights of each row: w[y] for kept rows, 0 for rows whose target is
 // ignore_index. "mean" divides by their sum, as PyTorch.
 struct RowWeights {
@@ -65,23 +76,28 @@ struct RowWeights {
 RowWeights row_weights(const FlatClasses& f, const CrossEntropyLossOptions& o, const char* op) {
   const int64_t C = f.scores.size(1);
   Tensor w = o.weight_.defined() ? o.weight_ : ones({C}, f.scores.options());
+  LOOM_CHECK(w.device() == f.scores.device(), DeviceError, op, ": weight on ", w.device(), ", input on ",
+             f.scores.device(), " (a loss module's weight follows ->to(device))");
   LOOM_CHECK(w.dim() == 1 && w.size(0) == C, ShapeError, op, ": weight of shape ", shape_str(w.sizes()),
              " does not match ", C, " classes of input ", shape_str(f.input_shape));
   w = w.detach().to(f.scores.dtype());
   Tensor keep = f.target.ne(o.ignore_index_);                // (M) bool
-  Tensor safe = where(keep, f.target, zeros({}, kInt64));    // (M)
+  Tensor safe = where(keep, f.target, zeros({}, f.target.options()));  // (M), on the target's device
   if (safe.numel() > 0) {
-    const int64_t lo = safe.min().item<int64_t>(), hi = safe.max().item<int64_t>();
+    const std::vector<int64_t> range = stack({safe.min(), safe.max()}).to_vector<int64_t>();  // one read-back
+    const int64_t lo = range[0], hi = range[1];
     LOOM_CHECK(lo >= 0 && hi < C, IndexError, op, ": target class ", lo < 0 ? lo : hi, " is out of range for ",
                C, " classes of input ", shape_str(f.input_shape), " (ignore_index ", o.ignore_index_, ")");
   }
   Tensor keep_f = keep.to(f.scores.dtype());
-  return {w, safe, keep_f, w.index_select(0, safe) * keep_f};
+  return {w, safe, keep_f, gather_checked(w, 0, safe) * keep_f};
 }
 
 // -w[y] · scores[m, y] for each row m (0 for ignored rows): (M, C) -> (M).
 Tensor nll_rows(const Tensor& scores, const RowWeights& r) {
-  return scores.gather(1, r.safe.unsqueeze(1)).squeeze(1) * r.row_weight.neg();
+  const Tensor index = r.safe.unsqueeze(1);  // (M, 1)
+  const Tensor picked = needs_grad(scores) ? scores.gather(1, index) : gather_checked(scores, 1, index);
+  return picked.squeeze(1) * r.row_weight.neg();
 }
 
 // Applies the reduction of a class-index loss: "mean" divides by the kept rows' weights.
@@ -115,7 +131,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     // rows_m = -Σ_c q_mc log p_mc with the target distribution q (M, C): (1 - eps) · w[y] on
     // the target class plus eps/C · w on every class (0 for ignored rows). Then
     // d rows_m / d scores_m = softmax_m · Σ_c q_mc - q_m: log_softmax and NLL in one node.
-    Tensor q = one_hot(r.safe, f.scores.size(1)).to(f.scores.dtype()) * (r.row_weight * (1.0 - eps)).unsqueeze(1);
+    Tensor q = zeros(f.scores.sizes(), f.scores.options());  // (M, C): (1 - eps) w[y] at each target
+    kernels::scatter_add(q, 1, r.safe.unsqueeze(1), (r.row_weight * (1.0 - eps)).unsqueeze(1));
     if (eps > 0) q = q + r.w.unsqueeze(0) * r.keep.unsqueeze(1) * (eps / C);
     record("CrossEntropyBackward", {f.scores}, {rows}, {logp, q}, [](BackwardContext& ctx) {
       const Tensor& logp = ctx.saved[0];
@@ -162,6 +179,10 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1L
 Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const BCEWithLogitsLossOptions& o) {
   check_reduction(o.reduction_, "binary_cross_entropy_with_logits");
   check_same_shape(x, y, "binary_cross_entropy_with_logits");
+  for (const Tensor* t : {&y, &o.weight_, &o.pos_weight_})
+    LOOM_CHECK(!t->defined() || t->device() == x.device(), DeviceError, "binary_cross_entropy_with_logits: ",
+               t == &y ? "target" : t == &o.weight_ ? "weight" : "pos_weight", " on ", t->device(), ", input on ",
+               x.device(), " (a loss module's weights follow ->to(device))");
   LOOM_CHECK(y.is_floating_point(), DTypeError, "binary_cross_entropy_with_logits: target of shape ",
              shape_str(y.sizes()), " must be floating point (probabilities), got ", dtype_name(y.dtype()));
   // Stable form: (1 - y) x + (1 + (pw - 1) y) (log(1 + e^-|x|) + max(-x, 0)).

@@ -53,7 +53,15 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 template <typename Options, Tensor (*Fn)(const Tensor&, const Tensor&, const Options&)>
 class LossImpl : public Module {
  public:
-  explicit LossImpl(Options options = {}, const char* name = "Loss") : Module(name), options(std::move(options)) {}
+  explicit LossImpl(Options options = {}, const char* name = "Loss") : Module(name), options(std::move(options)) {
+    // Class weights are buffers, as in PyTorch: they follow ->to(device) and appear in
+    // state_dict() ("weight", "pos_weight"); the options keep the same tensor.
+    if constexpr (requires { this->options.weight_; })
+      if (this->options.weight_.defined()) this->options.weight_ = register_buffer("weight", this->options.weight_);
+    if constexpr (requires { this->options.pos_weight_; })
+      if (this->options.pos_weight_.defined())
+        this->options.pos_weight_ = register_buffer("pos_weight", this->options.pos_weight_);
+  }
   Tensor forward(const Tensor& input, const Tensor& target) { return Fn(input, target, options); }
   Options options;
 };

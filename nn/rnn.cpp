@@ -34,9 +34,10 @@ std::vector<int64_t> lengths_vector(const Tensor& lengths, const Tensor& input, 
 
 // The kernels read every tensor as the input's dtype on the input's device.
 void check_like(const Tensor& t, const Tensor& input, const char* what, const char* op) {
-  LOOM_CHECK(t.dtype() == input.dtype() && t.device() == input.device(), DTypeError, op, ": the dtype and device of ",
-             what, " (", dtype_name(t.dtype()), " on ", t.device(), ") do not match the input's (",
-             dtype_name(input.dtype()), " on ", input.device(), ")");
+  LOOM_CHECK(t.device() == input.device(), DeviceError, op, ": ", what, " is on ", t.device(), ", the input on ",
+             input.device());
+  LOOM_CHECK(t.dtype() == input.dtype(), DTypeError, op, ": ", what, " is ", dtype_name(t.dtype()), ", the input ",
+             dtype_name(input.dtype()));
 }
 
 Tensor zeros_state(int64_t n, int64_t B, int64_t H, const Tensor& like) {

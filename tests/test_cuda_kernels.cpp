@@ -683,6 +683,9 @@ TEST_CASE("cuda kernels: kernels refuse tensors on different devices", "[.cuda]"
   Tensor g = empty({4}, TensorOptions().device(kCUDA)), c = ones({4});
   require_throws_with<DeviceError>([&] { kernels::copy(g, c); }, {"copy", "one device"});
   require_throws_with<DeviceError>([&] { kernels::binary(BinaryOp::Add, g, g, c, 1.0); }, {"binary"});
+  // Output on the CPU, an input on the GPU: refused before the CPU loop reads device memory.
+  require_throws_with<DeviceError>([&] { kernels::binary(BinaryOp::Add, c, c, g, 1.0); }, {"binary", "cuda:0"});
+  require_throws_with<DeviceError>([&] { kernels::unary(UnaryOp::Neg, c, g, 0, 0); }, {"unary", "cuda:0"});
   Tensor gm = empty({1, 2, 2}, TensorOptions().device(kCUDA));
   require_throws_with<DTypeError>([&] { kernels::bmm(gm, gm, gm.to(kFloat64), 0); }, {"bmm", "one dtype"});
   require_throws_with<ShapeError>([&] { kernels::bmm(gm, gm, empty({1, 3, 2}, TensorOptions().device(kCUDA)), 0); },

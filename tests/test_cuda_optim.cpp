@@ -16,6 +16,7 @@
 #include "cuda_test_util.h"
 #include "test_util.h"
 
+#include "nn/linear.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/rmsprop.h"
@@ -198,6 +199,22 @@ TEST_CASE("cuda optim: clip_grad_norm_ on CUDA matches the CPU (2, 1, 3, inf)", 
       }
     }
   }
+}
+
+TEST_CASE("cuda optim: a CPU step refuses optimizer state left on the GPU", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(22);
+  nn::Linear linear(4, 3);
+  linear->to(kCUDA);
+  Adam adam(linear->parameters(), AdamOptions(1e-2));
+  auto step = [&] {
+    adam.zero_grad();
+    linear(randn({2, 4}, TensorOptions().device(linear->weight.device()))).sum().backward();
+    adam.step();
+  };
+  step();  // Adam's state is made on the GPU
+  linear->to(kCPU);
+  require_throws_with<DeviceError>(step, {"state", "cuda:0", "CPU"});
 }
 
 TEST_CASE("clip_grad_norm_ matches a plain loop over mixed dtypes, and a NaN gives a NaN norm", "[optim]") {

@@ -392,3 +392,31 @@ TEST_CASE("losses reject bad reductions, shapes, class indices and target dtypes
   require_throws_with<ValueError>([&] { F::smooth_l1_loss(x, y, nn::SmoothL1LossOptions().beta(-1)); },
                                   {"smooth_l1_loss", "beta", "-1"});
 }
+
+TEST_CASE("loss modules keep class weights as buffers that follow ->to()", "[nn]") {
+  const Tensor w = rand({4}) + 0.5, pw = rand({3}) + 0.5;
+  nn::CrossEntropyLoss ce(nn::CrossEntropyLossOptions().weight(w));
+  nn::BCEWithLogitsLoss bce(nn::BCEWithLogitsLossOptions().weight(w.narrow(0, 0, 3)).pos_weight(pw));
+  nn::NLLLoss plain;
+  auto names = [](const nn::StateDict& sd) {
+    std::vector<std::string> out;
+    for (const auto& [k, t] : sd) out.push_back(k);
+    return out;
+  };
+  // PyTorch's state_dict keys for these modules.
+  CHECK(names(ce->state_dict()) == std::vector<std::string>{"weight"});
+  CHECK(names(bce->state_dict()) == std::vector<std::string>{"weight", "pos_weight"});
+  CHECK(plain->state_dict().size() == 0);
+  CHECK(ce->state_dict().at("weight").to_vector<float>() == w.to_vector<float>());
+  ce->to(kFloat64);
+  bce->to(kFloat64);
+  CHECK(ce->options.weight_.dtype() == kFloat64);  // the options use the moved buffer
+  CHECK(bce->options.pos_weight_.dtype() == kFloat64);
+  // The float64 weights give the float32 loss's value.
+  const Tensor x = test::random_nonzero({5, 4}, kFloat64);
+  const Tensor y = from_vector<int64_t>({0, 3, 1, 2, 3}, {5});
+  const double got = ce(x, y).item<double>();
+  const double want = nn::functional::cross_entropy(x.to(kFloat32), y, nn::CrossEntropyLossOptions().weight(w))
+                          .item<double>();
+  CHECK(got == Approx(want).epsilon(1e-6));
+}

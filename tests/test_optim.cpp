@@ -614,3 +614,17 @@ TEST_CASE("scheduler and clipping argument errors are typed and name the functio
   require_throws_with<ValueError>([&] { clip_grad_norm_({p}, 1.0, 0.0); }, {"clip_grad_norm_", "norm_type"});
   require_throws_with<ValueError>([&] { clip_grad_value_({p}, -0.5); }, {"clip_grad_value_", "-0.5"});
 }
+
+TEST_CASE("a step refuses optimizer state that no longer matches its parameter's dtype", "[optim]") {
+  manual_seed(23);
+  nn::Linear linear(3, 2);
+  Adam adam(linear->parameters(), AdamOptions(0.01));
+  auto step = [&] {
+    adam.zero_grad();
+    linear(randn({4, 3}, linear->weight.dtype())).sum().backward();
+    adam.step();
+  };
+  step();  // float32 state
+  linear->to(kFloat64);
+  require_throws_with<ValueError>(step, {"Adam", "state", "float32", "float64"});
+}

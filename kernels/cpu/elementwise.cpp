@@ -9,9 +9,18 @@ namespace loom::kernels {
 using cpu::check_cpu;
 using cpu::elementwise;
 
+namespace {
+// With out on the CPU, an input elsewhere would be read through a device pointer.
+void check_inputs_on_cpu(const char* op, std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs)
+    LOOM_CHECK(t->is_cpu(), DeviceError, op, ": expected tensors on one device, got cpu (output) and ", t->device());
+}
+}  // namespace
+
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
   LOOM_DISPATCH_CUDA(out, unary, op, out, in, arg0, arg1);
   check_cpu(out, "unary");
+  check_inputs_on_cpu("unary", {&in});
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum<UnaryOp, kNumUnaryOps>(op, [&]<UnaryOp OP>() {
@@ -25,6 +34,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   LOOM_DISPATCH_CUDA(out, binary, op, out, a, b, alpha);
   check_cpu(out, "binary");
+  check_inputs_on_cpu("binary", {&a, &b});
   dispatch_all(a.dtype(), "binary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum<BinaryOp, kNumBinaryOps>(op, [&]<BinaryOp OP>() {
@@ -38,6 +48,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   LOOM_DISPATCH_CUDA(out, where, out, cond, a, b);
   check_cpu(out, "where");
+  check_inputs_on_cpu("where", {&cond, &a, &b});
   dispatch_all(a.dtype(), "where", [&]<typename T>() {
     using M = opmath_t<T>;
     elementwise<T, bool, T, T>(out, [](bool c, M x, M y) { return c ? x : y; }, {&cond, &a, &b});
