@@ -7,6 +7,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/cuda_emulation.h"
 #include "core/error.h"
 #include "core/storage.h"
 
@@ -105,6 +106,9 @@ Allocator* get_allocator(DeviceType type) {
   // than registered by a static initializer: a static libloom would drop an object file
   // that nothing references, and its registration with it.
   if (!allocator && type == DeviceType::CUDA) allocator = cuda::detail::caching_allocator();
+#else
+  // LOOM_EMULATE_CUDA=1 installs the host-emulated device's allocator when first read.
+  if (!allocator && type == DeviceType::CUDA && cuda::emulated()) allocator = allocators[size_t(type)].load();
 #endif
   return allocator;
 }

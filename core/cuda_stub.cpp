@@ -1,8 +1,12 @@
 // The device API of a build without the CUDA backend (core/cuda.h): nothing is available,
-// and whatever needs a GPU says that Loom was built without CUDA.
+// and whatever needs a GPU says that Loom was built without CUDA — unless the host-emulated
+// device is on (core/cuda_emulation.h): then cuda:0 exists, its work is done by the time
+// it is queued (so synchronizing and streams are no-ops), and its memory stats count the
+// emulated allocations.
 #ifndef LOOM_WITH_CUDA
 
 #include "core/cuda.h"
+#include "core/cuda_emulation.h"
 #include "core/error.h"
 
 namespace loom::cuda {
@@ -13,25 +17,45 @@ namespace {
                     ": Loom was built without CUDA support (configure with the 'cuda' preset, "
                     "or -DLOOM_ENABLE_CUDA=ON, on a machine with nvcc)");
 }
+
+// The device index `index` names (-1: the current one, 0), for the emulated device.
+int emulated_device(int index, const char* what) {
+  if (!emulated()) no_cuda(what);
+  LOOM_CHECK(index == -1 || index == 0, DeviceError, "cuda::", what, ": CUDA device index ", index,
+             " is out of range (1 device visible: the host-emulated cuda:0)");
+  return 0;
+}
 }  // namespace
 
-bool is_available() { return false; }
-int device_count() { return 0; }
-std::string device_name(int) { no_cuda("device_name"); }
-void synchronize(int) { no_cuda("synchronize"); }
-int current_device() { no_cuda("current_device"); }
-void set_device(int) { no_cuda("set_device"); }
+bool is_available() { return emulated(); }
+int device_count() { return emulated() ? 1 : 0; }
+std::string device_name(int index) {
+  emulated_device(index, "device_name");
+  return "host-emulated CUDA device (no GPU)";
+}
+void synchronize(int index) { emulated_device(index, "synchronize"); }
+int current_device() { return emulated_device(-1, "current_device"); }
+void set_device(int index) { emulated_device(index, "set_device"); }
 
 DeviceGuard::DeviceGuard(Device device) {
-  if (device.is_cuda()) no_cuda("DeviceGuard");
+  if (device.is_cuda()) emulated_device(device.index, "DeviceGuard");
 }
 DeviceGuard::~DeviceGuard() = default;
 
-size_t memory_allocated(int) { no_cuda("memory_allocated"); }
-size_t max_memory_allocated(int) { no_cuda("max_memory_allocated"); }
-size_t memory_reserved(int) { no_cuda("memory_reserved"); }
-size_t max_memory_reserved(int) { no_cuda("max_memory_reserved"); }
-void reset_peak_memory_stats(int) { no_cuda("reset_peak_memory_stats"); }
+size_t memory_allocated(int index) {
+  emulated_device(index, "memory_allocated");
+  return emulation::allocated();
+}
+size_t max_memory_allocated(int index) {
+  emulated_device(index, "max_memory_allocated");
+  return emulation::max_allocated();
+}
+size_t memory_reserved(int index) { return memory_allocated(index); }  // nothing is cached
+size_t max_memory_reserved(int index) { return max_memory_allocated(index); }
+void reset_peak_memory_stats(int index) {
+  emulated_device(index, "reset_peak_memory_stats");
+  emulation::reset_peak();
+}
 void empty_cache() {}  // nothing cached, as torch.cuda.empty_cache() without CUDA
 
 namespace {
@@ -40,16 +64,23 @@ bool tf32 = false;
 void set_allow_tf32(bool allow) { tf32 = allow; }
 bool allow_tf32() { return tf32; }
 
+// The emulated device has only its default stream (Stream(): the null handle, device 0).
 Stream Stream::create(int) { no_cuda("Stream::create"); }
-Stream Stream::current(int) { no_cuda("Stream::current"); }
-Stream Stream::default_stream(int) { no_cuda("Stream::default_stream"); }
-void Stream::synchronize() const { no_cuda("Stream::synchronize"); }
-bool Stream::query() const { no_cuda("Stream::query"); }
+Stream Stream::current(int index) {
+  emulated_device(index, "Stream::current");
+  return Stream();
+}
+Stream Stream::default_stream(int index) {
+  emulated_device(index, "Stream::default_stream");
+  return Stream();
+}
+void Stream::synchronize() const { emulated_device(device_, "Stream::synchronize"); }
+bool Stream::query() const { return emulated_device(device_, "Stream::query") == 0; }
 
-StreamGuard::StreamGuard(const Stream&) { no_cuda("StreamGuard"); }
+StreamGuard::StreamGuard(const Stream& stream) { emulated_device(stream.device(), "StreamGuard"); }
 StreamGuard::~StreamGuard() = default;
 
-Event::Event(bool) { no_cuda("Event"); }
+Event::Event(bool enable_timing) : timing_(enable_timing), device_(emulated_device(-1, "Event")) {}
 Event::~Event() = default;
 Event::Event(Event&& o) noexcept : handle_(o.handle_), timing_(o.timing_), device_(o.device_) { o.handle_ = nullptr; }
 Event& Event::operator=(Event&& o) noexcept {
@@ -59,10 +90,10 @@ Event& Event::operator=(Event&& o) noexcept {
   o.handle_ = nullptr;
   return *this;
 }
-void Event::record(const Stream&) { no_cuda("Event::record"); }
-void Event::wait(const Stream&) const { no_cuda("Event::wait"); }
-void Event::synchronize() const { no_cuda("Event::synchronize"); }
-bool Event::query() const { no_cuda("Event::query"); }
+void Event::record(const Stream& stream) { emulated_device(stream.device(), "Event::record"); }
+void Event::wait(const Stream& stream) const { emulated_device(stream.device(), "Event::wait"); }
+void Event::synchronize() const { emulated_device(device_, "Event::synchronize"); }
+bool Event::query() const { return emulated_device(device_, "Event::query") == 0; }
 float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 
 }  // namespace loom::cuda

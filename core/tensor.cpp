@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/cuda_emulation.h"
 #include "core/factories.h"
 #include "kernels/kernels.h"
 
@@ -146,7 +147,11 @@ Tensor Tensor::pin_memory() const {
   kernels::copy(pinned, *this);
   return pinned;
 #else
-  throw DeviceError("pin_memory: Loom was built without CUDA support; pinned memory needs the CUDA backend");
+  // The host-emulated device of a test build (core/cuda_emulation.h) needs no pinning: a
+  // contiguous copy without history, as a real pin_memory() returns.
+  LOOM_CHECK(cuda::emulated(), DeviceError,
+             "pin_memory: Loom was built without CUDA support; pinned memory needs the CUDA backend");
+  return detach().clone();
 #endif
 }
 

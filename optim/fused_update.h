@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "kernels/cpu/loops.h"
 
 #ifdef LOOM_WITH_CUDA
 #include "kernels/cuda/optim_update.h"
@@ -52,16 +53,17 @@ void fused_update(const char* op, const Tensor& p, const std::array<Tensor, K>& 
     return;
   }
 #endif
-  LOOM_CHECK(p.is_cpu(), DeviceError, op, ": parameter on ", p.device(),
+  LOOM_CHECK(kernels::cpu::host_accessible(p), DeviceError, op, ": parameter on ", p.device(),
              " has no update kernel in this build (Loom was built without CUDA kernels for it)");
   // The loop below reads every operand on the host: a gradient or state left on a GPU (say,
   // the model moved back to the CPU after steps there) must be an error, not a wild read.
-  LOOM_CHECK(g.is_cpu(), DeviceError, op, ": parameter on the CPU but its gradient on ", g.device());
+  LOOM_CHECK(g.device() == p.device(), DeviceError, op, ": parameter on ", p.device(), " but its gradient on ",
+             g.device());
   for (size_t k = 0; k < K; ++k) {
     const Tensor& s = states[k];
     if (!s.defined()) continue;
-    LOOM_CHECK(s.is_cpu(), DeviceError, op, ": parameter on the CPU but state ", k, " on ", s.device(),
-               " (create the optimizer after moving the model)");
+    LOOM_CHECK(s.device() == p.device(), DeviceError, op, ": parameter on ", p.device(), " but state ", k, " on ",
+               s.device(), " (create the optimizer after moving the model)");
     LOOM_CHECK(s.dtype() == p.dtype() && s.sizes() == p.sizes() && s.is_contiguous(), ValueError, op, ": state ", k,
                " (", dtype_name(s.dtype()), " ", shape_str(s.sizes()), ") does not match its parameter (",
                dtype_name(p.dtype()), " ", shape_str(p.sizes()), ")");

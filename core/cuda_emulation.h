@@ -1,0 +1,39 @@
+// A host-emulated CUDA device, for testing builds without the CUDA backend.
+//
+// With emulation on, "cuda:0" exists: tensors put there live in host memory and run on the
+// CPU kernels, but they carry the CUDA device, so everything above the kernels behaves as
+// on a GPU — which tensor lives where, .to(device) round trips, errors for tensors on two
+// devices, optimizer state, checkpoints saved from a device model, a DataLoader pinning
+// batches, the examples' --device cuda paths. CI has no GPU; this lets it test that device
+// plumbing. It tests no CUDA kernel: the "[.cuda]" tests still need a GPU and stay skipped.
+//
+// On for a scope with cuda::EmulationGuard, or for a whole program with the environment
+// variable LOOM_EMULATE_CUDA=1 (read once; a notice goes to stderr). A build with the CUDA
+// backend has a real device API: the guard throws there and the variable is ignored.
+#pragma once
+
+#include <cstddef>
+
+namespace loom::cuda {
+
+bool emulated();
+
+class EmulationGuard {
+ public:
+  EmulationGuard();  // DeviceError in a build with the CUDA backend
+  ~EmulationGuard();
+  EmulationGuard(const EmulationGuard&) = delete;
+  EmulationGuard& operator=(const EmulationGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+namespace emulation {
+// Bytes of emulated device memory live now and at most since the last reset.
+size_t allocated();
+size_t max_allocated();
+void reset_peak();
+}  // namespace emulation
+
+}  // namespace loom::cuda
