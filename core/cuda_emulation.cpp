@@ -24,6 +24,7 @@ class EmulatedAllocator final : public Allocator {
     LOOM_ASSERT(device.is_cuda());
     LOOM_CHECK(device.index == 0, DeviceError, "cannot allocate on ", device,
                ": the host-emulated CUDA device is cuda:0 only");
+    if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device);  // (no deleter runs for null)
     auto* block = new Block{get_allocator(DeviceType::CPU)->allocate(nbytes, kCPU), nbytes};
     const size_t live = live_bytes += nbytes;
     size_t peak = peak_bytes.load();
@@ -65,24 +66,23 @@ std::atomic<bool>& state() {
   return on;
 }
 
-void set_emulated(bool on) {
-  state() = on;
-  set_allocator(DeviceType::CUDA, on ? &emulated_allocator : nullptr);
-}
-
 }  // namespace
 
 bool emulated() { return state().load(std::memory_order_relaxed); }
 
-EmulationGuard::EmulationGuard() : previous_(emulated()) {
+EmulationGuard::EmulationGuard() : previous_(emulated()), previous_allocator_(get_allocator(DeviceType::CUDA)) {
 #ifdef LOOM_WITH_CUDA
   throw DeviceError("cuda::EmulationGuard: this build has the CUDA backend; emulation is for builds without it");
 #else
-  set_emulated(true);
+  state() = true;
+  set_allocator(DeviceType::CUDA, &emulated_allocator);
 #endif
 }
 
-EmulationGuard::~EmulationGuard() { set_emulated(previous_); }
+EmulationGuard::~EmulationGuard() {
+  state() = previous_;
+  set_allocator(DeviceType::CUDA, previous_allocator_);
+}
 
 namespace emulation {
 size_t allocated() { return live_bytes.load(); }

@@ -7,12 +7,18 @@
 // batches, the examples' --device cuda paths. CI has no GPU; this lets it test that device
 // plumbing. It tests no CUDA kernel: the "[.cuda]" tests still need a GPU and stay skipped.
 //
-// On for a scope with cuda::EmulationGuard, or for a whole program with the environment
-// variable LOOM_EMULATE_CUDA=1 (read once; a notice goes to stderr). A build with the CUDA
-// backend has a real device API: the guard throws there and the variable is ignored.
+// On for a scope with cuda::EmulationGuard (process-wide: for tests, one at a time), or for
+// a whole program with the environment variable LOOM_EMULATE_CUDA=1 (read once; a notice
+// goes to stderr) — for running a program such as an example, not the test suite, whose
+// "[.cuda]" tests skip themselves in a build without CUDA either way. A build with the
+// CUDA backend has a real device API: the guard throws there and the variable is ignored.
 #pragma once
 
 #include <cstddef>
+
+namespace loom {
+class Allocator;
+}
 
 namespace loom::cuda {
 
@@ -27,6 +33,7 @@ class EmulationGuard {
 
  private:
   bool previous_;
+  Allocator* previous_allocator_;  // the CUDA allocator installed before, restored after
 };
 
 namespace emulation {

@@ -50,8 +50,14 @@ size_t max_memory_allocated(int index) {
   emulated_device(index, "max_memory_allocated");
   return emulation::max_allocated();
 }
-size_t memory_reserved(int index) { return memory_allocated(index); }  // nothing is cached
-size_t max_memory_reserved(int index) { return max_memory_allocated(index); }
+size_t memory_reserved(int index) {  // nothing is cached: what is allocated
+  emulated_device(index, "memory_reserved");
+  return emulation::allocated();
+}
+size_t max_memory_reserved(int index) {
+  emulated_device(index, "max_memory_reserved");
+  return emulation::max_allocated();
+}
 void reset_peak_memory_stats(int index) {
   emulated_device(index, "reset_peak_memory_stats");
   emulation::reset_peak();

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <atomic>
 #include <mutex>
 
 #include "core/half.h"
@@ -69,13 +70,13 @@ class Generator {
   }
   // Counts manual_seed/set_state calls: lets a generator kept elsewhere (cuDNN's dropout
   // states on a GPU) notice that this one was seeded again, even to the same seed.
-  uint64_t reseeds() const { return reseeds_; }
+  uint64_t reseeds() const { return reseeds_.load(); }
 
  private:
   std::mutex mutex_;
   uint64_t seed_;
   uint64_t offset_ = 0;
-  uint64_t reseeds_ = 0;
+  std::atomic<uint64_t> reseeds_{0};
 };
 
 // The global generator used by rand/randn/dropout/shuffling unless told otherwise.

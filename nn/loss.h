@@ -55,12 +55,14 @@ class LossImpl : public Module {
  public:
   explicit LossImpl(Options options = {}, const char* name = "Loss") : Module(name), options(std::move(options)) {
     // Class weights are buffers, as in PyTorch: they follow ->to(device) and appear in
-    // state_dict() ("weight", "pos_weight"); the options keep the same tensor.
+    // state_dict() ("weight", "pos_weight"); the options keep the same tensor. A detached
+    // handle of its own, so that ->to() moves the module's copy, never the caller's tensor.
     if constexpr (requires { this->options.weight_; })
-      if (this->options.weight_.defined()) this->options.weight_ = register_buffer("weight", this->options.weight_);
+      if (this->options.weight_.defined())
+        this->options.weight_ = register_buffer("weight", this->options.weight_.detach());
     if constexpr (requires { this->options.pos_weight_; })
       if (this->options.pos_weight_.defined())
-        this->options.pos_weight_ = register_buffer("pos_weight", this->options.pos_weight_);
+        this->options.pos_weight_ = register_buffer("pos_weight", this->options.pos_weight_.detach());
   }
   Tensor forward(const Tensor& input, const Tensor& target) { return Fn(input, target, options); }
   Options options;

@@ -411,6 +411,7 @@ TEST_CASE("loss modules keep class weights as buffers that follow ->to()", "[nn]
   ce->to(kFloat64);
   bce->to(kFloat64);
   CHECK(ce->options.weight_.dtype() == kFloat64);  // the options use the moved buffer
+  CHECK(w.dtype() == kFloat32);                     // the caller's tensor stays where it was
   CHECK(bce->options.pos_weight_.dtype() == kFloat64);
   // The float64 weights give the float32 loss's value.
   const Tensor x = test::random_nonzero({5, 4}, kFloat64);

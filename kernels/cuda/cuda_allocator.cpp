@@ -145,20 +145,20 @@ class PinnedHostAllocator final : public Allocator {
     cached_[block.size].push_back(ptr);
   }
 
-  // Drops the completed events; true when none is left.
+  // Drops the completed events (any of them: copies on several streams finish in any
+  // order); true when none is left.
   bool idle(Block& block) {
-    auto& events = block.pending;
-    while (!events.empty()) {
-      const cudaError_t status = cudaEventQuery(events.back());
+    std::erase_if(block.pending, [](cudaEvent_t event) {
+      const cudaError_t status = cudaEventQuery(event);
       if (status == cudaErrorNotReady) {
         (void)cudaGetLastError();
         return false;
       }
       LOOM_CUDA_CHECK(status);
-      LOOM_CUDA_CHECK(cudaEventDestroy(events.back()));
-      events.pop_back();
-    }
-    return true;
+      LOOM_CUDA_CHECK(cudaEventDestroy(event));
+      return true;
+    });
+    return block.pending.empty();
   }
 
   void* take_cached(size_t size) {
