@@ -163,4 +163,30 @@ TEST_CASE("cuda emulation: tensors on two devices are refused as on a GPU", "[cu
   test::require_throws_with<DeviceError>(step, {"parameter on cpu", "state", "on cuda:0"});
 }
 
+TEST_CASE("cuda emulation: a 0-dim CPU tensor meets device tensors as a scalar, as in PyTorch", "[cuda_emulation]") {
+  cuda::EmulationGuard emulate;
+  const Tensor x = test::random_nonzero({3, 4});
+  const Tensor g = x.to(kCUDA);
+  const Tensor two = scalar_tensor(2.0);  // 0-dim, on the CPU
+  auto values = [](const Tensor& t) { return t.cpu().to_vector<float>(); };
+  const Tensor product = g * two, quotient = two / g;
+  REQUIRE(product.is_cuda());
+  REQUIRE(quotient.is_cuda());
+  REQUIRE(values(product) == values(x * 2.0));
+  REQUIRE(values(quotient) == values(2.0 / x));
+  const Tensor relu = where(g.gt(0.0), g, scalar_tensor(0.0));
+  REQUIRE(relu.is_cuda());
+  REQUIRE(values(relu) == values(x.relu()));
+  Tensor h = g.clone();
+  h.add_(two);
+  REQUIRE(values(h) == values(x + 2.0));
+  // A scalar that needs a gradient gets it back on the CPU.
+  const Tensor s = scalar_tensor(3.0).requires_grad_(true);
+  (g * s).sum().backward();
+  REQUIRE(s.grad().is_cpu());
+  REQUIRE(s.grad().item<float>() == Approx(x.sum().item<float>()).epsilon(1e-6));
+  // Only 0-dim tensors: a one-element 1-D CPU tensor is still on the wrong device.
+  test::require_throws_with<DeviceError>([&] { (void)(g * ones({1})); }, {"cpu", "cuda:0"});
+}
+
 #endif  // LOOM_WITH_CUDA

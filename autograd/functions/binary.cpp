@@ -23,6 +23,29 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
   }
 }
 
+namespace {
+
+bool is_cpu_scalar(const Tensor& t) { return t.defined() && t.dim() == 0 && t.is_cpu(); }
+
+// PyTorch's one exception to "one device": a 0-dim CPU tensor is a scalar and may meet
+// tensors on a GPU (`loss / n_tokens` with a count summed on the host). It goes to their
+// device: as a fill of its value when it needs no gradient (no host-to-device copy to
+// wait for), else by .to(), so that its gradient flows back to the CPU.
+Tensor scalar_to(const Tensor& t, Device device) {
+  if (!is_cpu_scalar(t) || !device.is_cuda()) return t;
+  if (needs_grad(t)) return t.to(device);
+  return full({}, t.item(), TensorOptions(t.dtype()).device(device));
+}
+
+// The device the operands meet on: that of the first one that is not a CPU scalar.
+Device meeting_device(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    if (t->defined() && !is_cpu_scalar(*t)) return t->device();
+  return kCPU;
+}
+
+}  // namespace
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -113,8 +136,10 @@ std::vector<Tensor> binary_backward(BinaryOp op, BackwardContext& ctx, double al
   return {ga, gb};
 }
 
-Tensor binary_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in, double alpha = 1) {
+Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double alpha = 1) {
   const char* name = binary_name(op);
+  const Device device = meeting_device({&a_arg, &b_arg});
+  const Tensor a_in = scalar_to(a_arg, device), b_in = scalar_to(b_arg, device);
   check_same_device(name, {&a_in, &b_in});
   const Shape shape = broadcast_shapes(a_in.sizes(), b_in.sizes(), name);
   const DType ct = compute_dtype(op, a_in.dtype(), b_in.dtype());
@@ -166,9 +191,10 @@ bool can_cast(DType from, DType to) {
 
 // In-place a = op(a, b): the fast path writes straight into a; with autograd the result
 // is computed out of place from a clone of a and copied back, and a takes its history.
-Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other, double alpha) {
+Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other_arg, double alpha) {
   const char* name = binary_name(op);
   check_inplace(self, name);
+  const Tensor other = scalar_to(other_arg, self.device());
   check_same_device(name, {&self, &other});
   const DType ct = compute_dtype(op, self.dtype(), other.dtype());
   LOOM_CHECK(can_cast(ct, self.dtype()), DTypeError, name, "_: result dtype ", dtype_name(ct),
@@ -235,7 +261,9 @@ Tensor& Tensor::div_(Scalar o) { return binary_inplace(BinaryOp::Div, *this, sca
 Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
 
-Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+Tensor where(const Tensor& cond_arg, const Tensor& a_arg, const Tensor& b_arg) {
+  const Device device = meeting_device({&cond_arg, &a_arg, &b_arg});
+  const Tensor cond = scalar_to(cond_arg, device), a_in = scalar_to(a_arg, device), b_in = scalar_to(b_arg, device);
   check_same_device("where", {&cond, &a_in, &b_in});
   LOOM_CHECK(cond.dtype() == kBool, DTypeError, "where: condition must be bool, got ", dtype_name(cond.dtype()));
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a_in.sizes(), "where"), b_in.sizes(), "where");
