@@ -38,6 +38,7 @@
 
 #include "bench/bench_util.h"
 #include "core/allocator.h"
+#include "core/cuda_emulation.h"
 #include "loom.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -244,7 +245,8 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal) {
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
       "\"flush_denormal\":%s}\n",
-      w.name, device.str().c_str(), get_num_threads(), steps, seconds * 1e3, double(w.batch * w.seq) / seconds,
+      w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
+      get_num_threads(), steps, seconds * 1e3, double(w.batch * w.seq) / seconds,
       loss, peak_mem.c_str(), static_cast<long long>(peak_rss_bytes()), load1(), flush_denormal ? "true" : "false");
   std::fflush(stdout);
 }
@@ -320,7 +322,8 @@ int main(int argc, char** argv) {
 
   try {
     const Device device(device_name);
-    LOOM_CHECK(!device.is_cuda() || built_with_cuda(), DeviceError, "--device ", device_name,
+    // (LOOM_EMULATE_CUDA=1 lets a CPU build run the cuda path, to test it: CPU speeds.)
+    LOOM_CHECK(!device.is_cuda() || built_with_cuda() || cuda::emulated(), DeviceError, "--device ", device_name,
                ": Loom was built without CUDA support (configure with -DLOOM_ENABLE_CUDA=ON or the 'cuda' preset)");
     if (threads > 0) set_num_threads(threads);
     if (flush_denormal) flush_denormals();
