@@ -38,6 +38,19 @@ LOOM_HOST_DEVICE inline void update_element(const Math& math, int64_t i, T* p, c
   update_element_impl<T, K>(math, i, p, g, states, std::make_index_sequence<K>{});
 }
 
+// What both update loops rely on (the gradient is checked by Optimizer::check_param):
+// `what` contiguous, on p's device, of p's dtype and size. A state tensor left on another
+// device (an optimizer made before the model moved) would otherwise be read through a
+// pointer the loop cannot use.
+inline void check_update_operand(const char* op, const Tensor& p, const Tensor& t, const char* what) {
+  LOOM_CHECK(t.device() == p.device(), DeviceError, op, ": ", what, " on ", t.device(), " but the parameter on ",
+             p.device());
+  LOOM_CHECK(t.dtype() == p.dtype() && t.sizes() == p.sizes(), ValueError, op, ": ", what, " ",
+             shape_str(t.sizes()), " ", dtype_name(t.dtype()), " does not match its parameter ", shape_str(p.sizes()),
+             " ", dtype_name(p.dtype()));
+  LOOM_CHECK(t.is_contiguous(), ValueError, op, ": the update needs a contiguous ", what);
+}
+
 // make_math.template operator()<M>() returns the functor for opmath type M; it is called
 // as math(p, g, state_0, ..., state_{K-1}) with M& for p and the states. An undefined
 // state tensor (a buffer the options switch off, e.g. amsgrad's max without amsgrad)
@@ -55,19 +68,8 @@ void fused_update(const char* op, const Tensor& p, const std::array<Tensor, K>& 
 #endif
   LOOM_CHECK(kernels::cpu::host_accessible(p), DeviceError, op, ": parameter on ", p.device(),
              " has no update kernel in this build (Loom was built without CUDA kernels for it)");
-  // The loop below reads every operand on the host: a gradient or state left on a GPU (say,
-  // the model moved back to the CPU after steps there) must be an error, not a wild read.
-  LOOM_CHECK(g.device() == p.device(), DeviceError, op, ": parameter on ", p.device(), " but its gradient on ",
-             g.device());
-  for (size_t k = 0; k < K; ++k) {
-    const Tensor& s = states[k];
-    if (!s.defined()) continue;
-    LOOM_CHECK(s.device() == p.device(), DeviceError, op, ": parameter on ", p.device(), " but state ", k, " on ",
-               s.device(), " (create the optimizer after moving the model)");
-    LOOM_CHECK(s.dtype() == p.dtype() && s.sizes() == p.sizes() && s.is_contiguous(), ValueError, op, ": state ", k,
-               " (", dtype_name(s.dtype()), " ", shape_str(s.sizes()), ") does not match its parameter (",
-               dtype_name(p.dtype()), " ", shape_str(p.sizes()), ")");
-  }
+  for (const Tensor& s : states)
+    if (s.defined()) check_update_operand(op, p, s, "state tensor");
   dispatch_floating(p.dtype(), op, [&]<typename T>() {
     using M = opmath_t<T>;
     const auto math = make_math.template operator()<M>();

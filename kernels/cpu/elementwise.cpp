@@ -3,6 +3,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/functors.h"
+#include "kernels/same_device.h"
 
 namespace loom::kernels {
 
@@ -10,19 +11,10 @@ using cpu::check_cpu;
 using cpu::elementwise;
 using cpu::host_accessible;
 
-namespace {
-// With out on the CPU, an input elsewhere would be read through a device pointer.
-void check_on_output_device(const char* op, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
-  for (const Tensor* t : inputs)
-    LOOM_CHECK(t->device() == out.device(), DeviceError, op, ": expected tensors on one device, got ", out.device(),
-               " (output) and ", t->device());
-}
-}  // namespace
-
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
   LOOM_DISPATCH_CUDA(out, unary, op, out, in, arg0, arg1);
   check_cpu(out, "unary");
-  check_on_output_device("unary", out, {&in});
+  check_same_device(out, in, "unary");
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum<UnaryOp, kNumUnaryOps>(op, [&]<UnaryOp OP>() {
@@ -36,7 +28,8 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   LOOM_DISPATCH_CUDA(out, binary, op, out, a, b, alpha);
   check_cpu(out, "binary");
-  check_on_output_device("binary", out, {&a, &b});
+  check_same_device(out, a, "binary");
+  check_same_device(out, b, "binary");
   dispatch_all(a.dtype(), "binary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum<BinaryOp, kNumBinaryOps>(op, [&]<BinaryOp OP>() {
@@ -50,7 +43,9 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   LOOM_DISPATCH_CUDA(out, where, out, cond, a, b);
   check_cpu(out, "where");
-  check_on_output_device("where", out, {&cond, &a, &b});
+  check_same_device(out, cond, "where");
+  check_same_device(out, a, "where");
+  check_same_device(out, b, "where");
   dispatch_all(a.dtype(), "where", [&]<typename T>() {
     using M = opmath_t<T>;
     elementwise<T, bool, T, T>(out, [](bool c, M x, M y) { return c ? x : y; }, {&cond, &a, &b});

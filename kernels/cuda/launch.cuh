@@ -29,6 +29,7 @@
 #include "core/dtype.h"
 #include "core/generator.h"
 #include "kernels/cuda/offset_calculator.cuh"
+#include "kernels/same_device.h"
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
@@ -181,12 +182,6 @@ __global__ void __launch_bounds__(kBlockSize)
 }
 
 // ---- launching -----------------------------------------------------------------------------
-
-// Every CUDA kernel entry point takes its operands on one device.
-inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  LOOM_CHECK(a.device() == b.device(), DeviceError, op, ": expected tensors on one device, got ", a.device(),
-             " and ", b.device());
-}
 
 // The stream kernels on `device` launch on (Note [current stream] in kernels/cuda/device.cpp).
 inline cudaStream_t current_stream(int device) {

@@ -34,25 +34,16 @@ __global__ void __launch_bounds__(kBlockSize)
     optim::update_element<T, K>(math, i, p, g, states.v);
 }
 
-// What the kernel relies on: everything contiguous, on p's device, of p's dtype and size.
-void check_operand(const char* op, const Tensor& p, const Tensor& t, const char* what) {
-  LOOM_CHECK(t.device() == p.device(), DeviceError, op, ": ", what, " on ", t.device(), " but the parameter on ",
-             p.device());
-  LOOM_CHECK(t.dtype() == p.dtype() && t.sizes() == p.sizes(), ValueError, op, ": ", what, " ",
-             shape_str(t.sizes()), " ", dtype_name(t.dtype()), " does not match its parameter ", shape_str(p.sizes()),
-             " ", dtype_name(p.dtype()));
-  LOOM_CHECK(t.is_contiguous(), ValueError, op, ": the CUDA update needs a contiguous ", what);
-}
-
 template <size_t K, template <typename> class MathT>
 void launch(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, K>& states,
             const MathT<double>& math) {
   LOOM_CHECK(p.is_cuda(), DeviceError, op, ": expected a CUDA parameter, got one on ", p.device());
   LOOM_CHECK(g.defined(), ValueError, op, ": the parameter has no gradient");
-  check_operand(op, p, p, "parameter");
-  check_operand(op, p, g, "gradient");
+  // (This entry point is public: it checks everything itself, the parameter and gradient too.)
+  optim::check_update_operand(op, p, p, "parameter");
+  optim::check_update_operand(op, p, g, "gradient");
   for (const Tensor& s : states)
-    if (s.defined()) check_operand(op, p, s, "state tensor");
+    if (s.defined()) optim::check_update_operand(op, p, s, "state tensor");
   const int64_t n = p.numel();
   if (n == 0) return;
   const int device = p.device().index;
