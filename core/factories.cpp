@@ -95,7 +95,6 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
   // To a GPU through pinned memory, queued: the host need not wait for the GPU to reach
   // this copy (small uploads such as sequence lengths happen every step).
   if (options.device_.is_cuda()) t = t.pin_memory().to(options.device_, /*non_blocking=*/true);
-  else if (options.device_ != kCPU) t = t.to(options.device_);
   return finish(t, options);
 }
 
