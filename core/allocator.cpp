@@ -7,7 +7,6 @@
 #include <mutex>
 #include <new>
 
-#include "core/cuda_emulation.h"
 #include "core/error.h"
 #include "core/storage.h"
 
@@ -93,23 +92,11 @@ std::array<std::atomic<Allocator*>, 2> allocators{&cpu_allocator, nullptr};
 
 }  // namespace
 
-#ifdef LOOM_WITH_CUDA
-namespace cuda::detail {
-Allocator* caching_allocator();  // kernels/cuda/cuda_allocator.cpp
-}
-#endif
-
 Allocator* get_allocator(DeviceType type) {
   Allocator* allocator = allocators[size_t(type)].load();
-#ifdef LOOM_WITH_CUDA
-  // The CUDA caching allocator unless another one was installed. Asked for here rather
-  // than registered by a static initializer: a static libloom would drop an object file
-  // that nothing references, and its registration with it.
-  if (!allocator && type == DeviceType::CUDA) allocator = cuda::detail::caching_allocator();
-#else
-  // LOOM_EMULATE_CUDA=1 installs the host-emulated device's allocator when first read.
-  if (!allocator && type == DeviceType::CUDA && cuda::emulated()) allocator = allocators[size_t(type)].load();
-#endif
+  // Asked for here rather than registered by a static initializer: a static libloom would
+  // drop an object file that nothing references, and its registration with it.
+  if (!allocator && type == DeviceType::CUDA) allocator = cuda::detail::device_allocator();
   return allocator;
 }
 

@@ -53,7 +53,18 @@ class Allocator {
 
 // The allocator used for new storages on a device type. Thread-safe to call.
 Allocator* get_allocator(DeviceType type);
-// Installs an allocator for a device type (the CUDA backend registers its own).
+// Installs an allocator for a device type, in place of the CUDA device's own below (tests;
+// the host-emulated device's guard).
 void set_allocator(DeviceType type, Allocator* allocator);
+
+// What the CUDA device provides, from whichever file the build compiles (as the device API
+// of core/cuda.h): kernels/cuda/cuda_allocator.cpp with the CUDA backend, core/cuda_stub.cpp
+// without it. There the device allocator is the host-emulated device's while emulation is
+// on (core/cuda_emulation.h) and null otherwise, and there is no pinned memory.
+namespace cuda::detail {
+Allocator* device_allocator();           // DeviceType::CUDA's, unless set_allocator installed one
+Allocator* pinned_allocator();           // page-locked host memory (Tensor::pin_memory), or null
+bool is_pinned(const void* ptr);         // ptr is a block of pinned_allocator()
+}  // namespace cuda::detail
 
 }  // namespace loom

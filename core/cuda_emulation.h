@@ -37,6 +37,8 @@ class EmulationGuard {
 };
 
 namespace emulation {
+// The allocator of the emulated cuda:0 (host blocks tagged with the CUDA device).
+Allocator* allocator();
 // Bytes of emulated device memory live now and at most since the last reset.
 size_t allocated();
 size_t max_allocated();

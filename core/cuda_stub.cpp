@@ -2,9 +2,8 @@
 // and whatever needs a GPU says that Loom was built without CUDA — unless the host-emulated
 // device is on (core/cuda_emulation.h): then cuda:0 exists, its work is done by the time
 // it is queued (so synchronizing and streams are no-ops), and its memory stats count the
-// emulated allocations.
-#ifndef LOOM_WITH_CUDA
-
+// emulated allocations. Compiled only in such a build (CMakeLists.txt).
+#include "core/allocator.h"
 #include "core/cuda.h"
 #include "core/cuda_emulation.h"
 #include "core/error.h"
@@ -102,6 +101,10 @@ void Event::synchronize() const { emulated_device(device_, "Event::synchronize")
 bool Event::query() const { return emulated_device(device_, "Event::query") == 0; }
 float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 
-}  // namespace loom::cuda
+namespace detail {  // core/allocator.h
+Allocator* device_allocator() { return emulated() ? emulation::allocator() : nullptr; }
+Allocator* pinned_allocator() { return nullptr; }
+bool is_pinned(const void*) { return false; }
+}  // namespace detail
 
-#endif  // LOOM_WITH_CUDA
+}  // namespace loom::cuda

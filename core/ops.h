@@ -20,6 +20,9 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // Rows at padding_idx (if >= 0) get no gradient.
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64 output
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training,
+// as torch.dropout; the identity otherwise.
+Tensor dropout(const Tensor& x, double p, bool training);
 // Result shape of broadcasting a and b together; throws ShapeError naming `op`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 

@@ -3,18 +3,11 @@
 
 #include <algorithm>
 
+#include "core/allocator.h"
 #include "core/cuda_emulation.h"
 #include "core/factories.h"
-#include "kernels/kernels.h"
 
 namespace loom {
-
-#ifdef LOOM_WITH_CUDA
-namespace cuda::detail {  // kernels/cuda/cuda_allocator.cpp
-Allocator* pinned_allocator();
-bool is_pinned(const void* ptr);
-}  // namespace cuda::detail
-#endif
 
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides(sizes.size());
@@ -34,6 +27,19 @@ std::string shape_str(const Shape& shape) {
   }
   if (shape.size() == 1) s += ",";
   return s + ")";
+}
+
+Tensor alias_with(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl()->storage;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->device = base.device();
+  impl->version = base.impl()->version;
+  impl->is_view = true;
+  return Tensor(std::move(impl));
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
@@ -123,36 +129,32 @@ void* Tensor::data() const {
 
 bool Tensor::is_pinned() const {
   LOOM_CHECK_DEFINED("is_pinned");
-#ifdef LOOM_WITH_CUDA
   // Pinned storages come from the pinned allocator, which knows the blocks it handed out.
   return is_cpu() && impl_->storage && cuda::detail::is_pinned(impl_->storage->data());
-#else
-  return false;
-#endif
 }
 
 Tensor Tensor::pin_memory() const {
   LOOM_CHECK_DEFINED("pin_memory");
   LOOM_CHECK(is_cpu(), DeviceError, "pin_memory: only CPU tensors can be pinned; this one is on ", device());
-#ifdef LOOM_WITH_CUDA
   if (is_pinned()) return *this;
+  Allocator* pinned_allocator = cuda::detail::pinned_allocator();
+  if (!pinned_allocator) {
+    // The host-emulated device of a test build (core/cuda_emulation.h) needs no pinning: a
+    // contiguous copy without history, as a real pin_memory() returns.
+    LOOM_CHECK(cuda::emulated(), DeviceError,
+               "pin_memory: Loom was built without CUDA support; pinned memory needs the CUDA backend");
+    return detach().clone();
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->sizes = sizes();
   impl->strides = contiguous_strides(sizes());
   impl->dtype = dtype();
   impl->device = kCPU;
   impl->version = std::make_shared<VersionCounter>();
-  impl->storage = std::make_shared<StorageImpl>(cuda::detail::pinned_allocator()->allocate(nbytes(), kCPU), nbytes());
+  impl->storage = std::make_shared<StorageImpl>(pinned_allocator->allocate(nbytes(), kCPU), nbytes());
   Tensor pinned(std::move(impl));
-  kernels::copy(pinned, *this);
+  pinned.copy_(detach());  // (neither side has history: nothing is recorded)
   return pinned;
-#else
-  // The host-emulated device of a test build (core/cuda_emulation.h) needs no pinning: a
-  // contiguous copy without history, as a real pin_memory() returns.
-  LOOM_CHECK(cuda::emulated(), DeviceError,
-             "pin_memory: Loom was built without CUDA support; pinned memory needs the CUDA backend");
-  return detach().clone();
-#endif
 }
 
 void Tensor::check_dtype_for_access(DType requested, const char* what) const {

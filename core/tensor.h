@@ -292,5 +292,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string shape_str(const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); throws IndexError naming `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// A view of t's storage with other sizes/strides/offset, sharing its version counter,
+// without autograd history (for kernels and for the views' own implementations).
+Tensor alias_with(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
 
 }  // namespace loom

@@ -1,6 +1,8 @@
 // The compute layer: functions that fill output tensors from input tensors, with no
-// autograd. Each entry point checks the device and calls the CPU implementation
-// (kernels/cpu/) or the CUDA one (kernels/cuda/, when built with CUDA).
+// autograd. Each entry point is defined once, in kernels/router.cpp: it checks that the
+// operands share a device and calls that device's backend (Note [kernel routing] in
+// kernels/backend.h): the CPU implementation (kernels/cpu/) or the CUDA one (kernels/cuda/,
+// when built with CUDA).
 //
 // Conventions, shared by every kernel:
 // - Outputs are allocated by the caller (autograd/functions/) with the right shape and
@@ -11,11 +13,14 @@
 // - Dims are already wrapped to [0, ndim).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "kernels/optim_math.h"
 
 namespace loom::kernels {
 
@@ -148,6 +153,59 @@ RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in);
 // dy (T, B, H), dh_n, dc_n (B, H) may be undefined (zero).
 RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
                                  const Tensor& dh_n, const Tensor& dc_n);
+
+// A whole stack of layers and directions in one call, on devices that have such a kernel
+// (cuDNN on a GPU: kernels/cuda/cudnn_rnn.cpp). rnn_stack_supported(x) says whether x's
+// device runs x's dtype and shape that way; the other entry points need it to be true.
+struct RNNStackConfig {
+  RNNMode mode;
+  int64_t input_size, hidden_size, num_layers;
+  bool bidirectional = false;
+  double dropout = 0.0;    // between layers (the backend's own generator); 0 in eval mode
+  bool training = false;   // forward for backward: keeps what backward needs
+};
+
+// What forward keeps for backward: the backend's own type (descriptors, packed weights, ...).
+struct RNNStackSaved {
+  virtual ~RNNStackSaved() = default;
+};
+
+struct RNNStackOutput {
+  Tensor y;   // (T, B, D·H), zero past each length
+  Tensor hy;  // (L·D, B, H)
+  Tensor cy;  // (L·D, B, H), LSTM only
+  std::shared_ptr<RNNStackSaved> saved;  // training only
+};
+
+struct RNNStackGrads {
+  Tensor dx, dhx, dcx;
+  std::vector<Tensor> dweights;  // one per weight given to forward (undefined for undefined ones)
+};
+
+bool rnn_stack_supported(const Tensor& x);
+// x (T, B, I) contiguous; hx, cx (L·D, B, H); weights: PyTorch's flat list, per layer and
+// direction w_ih, w_hh, b_ih, b_hh (the biases undefined without bias); lengths per batch
+// row in [1, T], or empty. All on one device, one dtype.
+RNNStackOutput rnn_stack_forward(const RNNStackConfig& config, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                                 const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths);
+// dy (T, B, D·H), dhy, dcy (L·D, B, H), each possibly undefined (zero). x, hx, cx and y
+// are forward's.
+RNNStackGrads rnn_stack_backward(const RNNStackSaved& saved, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                                 const Tensor& y, const Tensor& dy, const Tensor& dhy, const Tensor& dcy);
+
+// ---- optimizer updates (the per-element math: kernels/optim_math.h) ------------------------
+
+// One fused pass over a parameter p, its gradient g and its state tensors (an undefined
+// state is a buffer the options switch off: a scratch value starting at 0, dropped). The
+// math comes in double and is narrowed to p's opmath type. g and the defined states are
+// contiguous, of p's dtype, size and device (checked); `op` names the optimizer in errors.
+// The caller bumps p's version.
+void sgd_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 1>& states,
+                const SgdMath<double>& math);
+void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
+                 const AdamMath<double>& math);
+void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
+                    const RmspropMath<double>& math);
 
 // Throws IndexError naming `op` if any index is outside [0, size) (negatives included).
 void check_indices(const Tensor& index, int64_t size, const char* op);

@@ -1,6 +1,7 @@
 #include "nn/functional.h"
 
 #include "core/factories.h"
+#include "core/ops.h"
 
 namespace loom::nn::functional {
 
@@ -19,13 +20,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return y;
 }
 
-Tensor dropout(const Tensor& x, double p, bool training) {
-  LOOM_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got ", p);
-  if (!training || p == 0) return x;
-  if (p == 1) return x * 0.0;
-  Tensor keep = bernoulli(x.sizes(), 1.0 - p, x.options());  // 1 with probability 1 - p
-  return x * (keep / (1.0 - p));
-}
+Tensor dropout(const Tensor& x, double p, bool training) { return ::loom::dropout(x, p, training); }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {

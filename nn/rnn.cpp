@@ -3,8 +3,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "autograd/functions/cudnn_rnn.h"
 #include "autograd/functions/rnn_layer.h"
+#include "autograd/functions/rnn_stack.h"
 #include "core/factories.h"
 #include "core/ops.h"
 #include "nn/functional.h"
@@ -106,38 +106,11 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
     check_like(c0, input, "c0", op);
   }
 
-#ifdef LOOM_WITH_CUDNN
-  // On a GPU the whole stack is one cuDNN call (kernels/cuda/cudnn_rnn.h).
-  // (cuDNN rejects an empty batch or sequence: those take the loop below.)
-  if (x.is_cuda() && kernels::cuda::cudnn_rnn_supports(x.dtype()) && x.numel() > 0) {
-    const kernels::cuda::CudnnRNNConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
-                                               is_training() ? options.dropout_ : 0.0};
-    const RNNStackResult r = cudnn_rnn(config, x, h0, c0, flat_weights_, lens);
-    return {options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
-  }
-#endif
-  std::vector<Tensor> h_n, c_n;
-  Tensor layer_input = x;
-  for (int64_t layer = 0; layer < L; ++layer) {
-    std::vector<Tensor> outputs;
-    for (int64_t dir = 0; dir < D; ++dir) {
-      const int64_t k = layer * D + dir;
-      const Tensor* w = &flat_weights_[size_t(4 * k)];
-      RNNLayerResult r = rnn_layer(mode_, layer_input, h0[k], lstm ? c0[k] : Tensor(), w[0], w[1], w[2], w[3],
-                                   lens, dir == 1);
-      outputs.push_back(r.y);
-      h_n.push_back(r.h_n);
-      if (lstm) c_n.push_back(r.c_n);
-    }
-    layer_input = D == 1 ? outputs[0] : cat(outputs, 2);  // (T, B, D·H)
-    if (layer + 1 < L && options.dropout_ > 0)
-      layer_input = functional::dropout(layer_input, options.dropout_, is_training());
-  }
-  RNNOutput out;
-  out.output = options.batch_first_ ? layer_input.transpose(0, 1) : layer_input;
-  out.h_n = stack(h_n, 0);
-  if (lstm) out.c_n = stack(c_n, 0);
-  return out;
+  // The device's whole-stack kernel (cuDNN) or one node per layer: rnn_stack decides.
+  const kernels::RNNStackConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
+                                       is_training() ? options.dropout_ : 0.0};
+  const RNNStackResult r = rnn_stack(config, x, h0, c0, flat_weights_, lens);
+  return {options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
 }
 
 // As PyTorch's RNNBase.extra_repr (which does not show the nonlinearity).

@@ -3,8 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
-#include "optim/fused_update.h"
-#include "optim/update_math.h"
+#include "kernels/kernels.h"
 
 namespace loom::optim {
 
@@ -29,11 +28,11 @@ void Adam::step() {
     Tensor m = state(i, "exp_avg", p);
     Tensor v = state(i, "exp_avg_sq", p);
     Tensor v_max = options.amsgrad_ ? state(i, "max_exp_avg_sq", p) : Tensor();
-    fused_update<3>(name(), p, {m, v, v_max}, [&]<typename M>() {
-      return AdamMath<M>{M(group.lr), M(options.beta1_), M(options.beta2_), M(options.eps_),
-                         M(options.weight_decay_.value_or(0.0)), M(step_size), M(bias_correction2_sqrt),
-                         decoupled_, options.amsgrad_};
-    });
+    kernels::adam_update(name(), p, p.grad(), {m, v, v_max},
+                         kernels::AdamMath<double>{group.lr, options.beta1_, options.beta2_, options.eps_,
+                                                   options.weight_decay_.value_or(0.0), step_size,
+                                                   bias_correction2_sqrt, decoupled_, options.amsgrad_});
+    p.bump_version();
   });
 }
 

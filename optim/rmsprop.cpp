@@ -1,8 +1,7 @@
 #include "optim/rmsprop.h"
 
 #include "autograd/grad_mode.h"
-#include "optim/fused_update.h"
-#include "optim/update_math.h"
+#include "kernels/kernels.h"
 
 namespace loom::optim {
 
@@ -22,10 +21,10 @@ void RMSprop::step() {
     Tensor square_avg = state(i, "square_avg", p);
     Tensor grad_avg = options.centered_ ? state(i, "grad_avg", p) : Tensor();
     Tensor buf = options.momentum_ > 0 ? state(i, "momentum_buffer", p) : Tensor();
-    fused_update<3>("RMSprop", p, {square_avg, grad_avg, buf}, [&]<typename M>() {
-      return RmspropMath<M>{M(group.lr), M(options.alpha_), M(options.eps_), M(options.weight_decay_),
-                            M(options.momentum_), options.centered_};
-    });
+    kernels::rmsprop_update("RMSprop", p, p.grad(), {square_avg, grad_avg, buf},
+                            kernels::RmspropMath<double>{group.lr, options.alpha_, options.eps_,
+                                                         options.weight_decay_, options.momentum_, options.centered_});
+    p.bump_version();
   });
 }
 

@@ -1,8 +1,7 @@
 #include "optim/sgd.h"
 
 #include "autograd/grad_mode.h"
-#include "optim/fused_update.h"
-#include "optim/update_math.h"
+#include "kernels/kernels.h"
 
 namespace loom::optim {
 
@@ -21,10 +20,10 @@ void SGD::step() {
     // The buffer exists only with momentum; it starts as a copy of the first gradient.
     const bool first = !has_state(i, "momentum_buffer");
     Tensor buf = options.momentum_ != 0 ? state(i, "momentum_buffer", p) : Tensor();
-    fused_update<1>("SGD", p, {buf}, [&]<typename M>() {
-      return SgdMath<M>{M(group.lr), M(options.momentum_), M(options.dampening_), M(options.weight_decay_),
-                        options.nesterov_, first};
-    });
+    kernels::sgd_update("SGD", p, p.grad(), {buf},
+                        kernels::SgdMath<double>{group.lr, options.momentum_, options.dampening_,
+                                                 options.weight_decay_, options.nesterov_, first});
+    p.bump_version();
   });
 }
 

@@ -6,9 +6,9 @@ set -euo pipefail
 
 # clang-14 + libclang-rt-14-dev: the libFuzzer target (scripts/fuzz.sh); python3-torch:
 # the PyTorch interop test (tests/interop) and the golden-fixture scripts (tests/golden);
-# libcli11-dev: the command lines of the programs in examples/.
+# libcli11-dev: the command lines of the programs in examples/; python3: the layering test.
 packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
-          clang-14 libclang-rt-14-dev python3-torch)
+          clang-14 libclang-rt-14-dev python3 python3-torch)
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {

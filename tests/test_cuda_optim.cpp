@@ -21,9 +21,7 @@
 #include "optim/clip_grad.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
-#ifdef LOOM_WITH_CUDA
-#include "kernels/cuda/optim_update.h"
-#endif
+#include "kernels/kernels.h"
 
 using namespace loom;
 using namespace loom::optim;
@@ -155,22 +153,37 @@ TEST_CASE("cuda optim: RMSprop centered with momentum matches the CPU", "[.cuda]
       kFloat32, kShapes);
 }
 
-#ifdef LOOM_WITH_CUDA
-TEST_CASE("cuda optim: the update kernel rejects state on another device or non-contiguous", "[.cuda]") {
-  LOOM_SKIP_WITHOUT_CUDA();
-  Tensor p = random_nonzero({3, 4}).to(kCUDA);
-  const Tensor g = random_nonzero({3, 4}).to(kCUDA);
-  const SgdMath<double> math{0.1, 0.0, 0.0, 0.0, false, true};  // plain SGD: p -= 0.1 g
-  require_throws_with<DeviceError>([&] { kernels::cuda::fused_update("SGD", p, g, {zeros({3, 4})}, math); },
-                                   {"SGD", "state", "cpu"});
-  const Tensor transposed = zeros({4, 3}, TensorOptions().device(kCUDA)).t();
-  require_throws_with<ValueError>([&] { kernels::cuda::fused_update("SGD", p, g, {transposed}, math); },
+// The fused update (kernels::sgd_update) refuses state on another device or a
+// non-contiguous one, on `device`, and otherwise makes the plain SGD step.
+static void check_update_operands(Device device) {
+  const TensorOptions on_device = TensorOptions().device(device);
+  const Device other = device.is_cpu() ? Device(kCUDA) : Device(kCPU);
+  Tensor p = random_nonzero({3, 4}).to(device);
+  const Tensor g = random_nonzero({3, 4}).to(device);
+  const kernels::SgdMath<double> math{0.1, 0.0, 0.0, 0.0, false, true};  // plain SGD: p -= 0.1 g
+  if (other.is_cpu() || cuda::is_available()) {
+    const Tensor elsewhere = other.is_cpu() ? zeros({3, 4}) : zeros({3, 4}, TensorOptions().device(other));
+    require_throws_with<DeviceError>([&] { kernels::sgd_update("SGD", p, g, {elsewhere}, math); },
+                                     {"SGD", "state", other.is_cpu() ? "cpu" : "cuda"});
+  }
+  const Tensor transposed = zeros({4, 3}, on_device).t();
+  require_throws_with<ValueError>([&] { kernels::sgd_update("SGD", p, g, {transposed}, math); },
                                   {"SGD", "contiguous"});
-  const Tensor before = p.to(kCPU);
-  kernels::cuda::fused_update("SGD", p, g, {Tensor()}, math);
+  require_throws_with<ValueError>([&] { kernels::sgd_update("SGD", p, Tensor(), {Tensor()}, math); },
+                                  {"SGD", "no gradient"});
+  const Tensor before = p.to(kCPU).clone();  // (to(kCPU) of a CPU tensor is the tensor itself)
+  kernels::sgd_update("SGD", p, g, {Tensor()}, math);
   require_close_to_cpu(p, before - g.to(kCPU) * 0.1, kFloat32, "plain SGD step");
 }
-#endif
+
+TEST_CASE("optim: the fused update rejects state on another device or non-contiguous", "[optim]") {
+  check_update_operands(kCPU);
+}
+
+TEST_CASE("cuda optim: the update kernel rejects state on another device or non-contiguous", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  check_update_operands(kCUDA);
+}
 
 // ---- clip_grad_norm_ ---------------------------------------------------------------------------------
 

@@ -5,8 +5,6 @@
 
 namespace loom {
 
-// A tensor over t's storage with other sizes/strides/offset; no autograd history.
-Tensor alias_with(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
 // t viewed with `shape` by broadcasting (stride 0 on expanded dims); no history.
 // Throws ShapeError naming `op` if t cannot broadcast to shape.
 Tensor broadcast_to_shape(const Tensor& t, const Shape& shape, const char* op);

@@ -11,19 +11,6 @@
 
 namespace loom {
 
-Tensor alias_with(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.impl()->storage;
-  impl->sizes = std::move(sizes);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  impl->device = base.device();
-  impl->version = base.impl()->version;
-  impl->is_view = true;
-  return Tensor(std::move(impl));
-}
-
 Tensor broadcast_to_shape(const Tensor& t, const Shape& shape, const char* op) {
   if (t.sizes() == shape) return t;
   const int64_t lead = int64_t(shape.size()) - t.dim();

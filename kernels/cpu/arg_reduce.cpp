@@ -14,11 +14,10 @@
 
 #include "core/factories.h"
 #include "kernels/cpu/blocks.h"
-#include "kernels/dispatch.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/backend.h"
 
-namespace loom::kernels {
+namespace loom::kernels::cpu {
 namespace {
 
 using cpu::Block;
@@ -115,13 +114,9 @@ void cumsum_columns(T* y, const T* x, int64_t len, int64_t inner, int64_t nc) {
   }
 }
 
-}  // namespace
 
 void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
-  LOOM_DISPATCH_CUDA(values, arg_reduce, is_max, values, indices, in, dim);
   const char* name = is_max ? "max" : "min";
-  cpu::check_cpu(in, name);
-  cpu::check_cpu(values, name);
   LOOM_ASSERT(in.size(dim) > 0 && indices.dtype() == kInt64, name, ": bad arguments");
   if (values.numel() == 0) return;
   const Block b = block_around(in, {dim});
@@ -140,9 +135,6 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
 }
 
 void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction) {
-  LOOM_DISPATCH_CUDA(out, variance, out, in, dims, correction);
-  cpu::check_cpu(in, "var");
-  cpu::check_cpu(out, "var");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "var: bad arguments");
   if (out.numel() == 0) return;
   const Block b = block_around(in, dims);
@@ -163,9 +155,6 @@ void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t cor
 }
 
 void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
-  LOOM_DISPATCH_CUDA(out, cumsum, out, in, dim);
-  cpu::check_cpu(in, "cumsum");
-  cpu::check_cpu(out, "cumsum");
   LOOM_ASSERT(out.dtype() == in.dtype(), "cumsum: bad arguments");
   if (out.numel() == 0) return;
   const Block b = block_around(in, {dim});
@@ -183,4 +172,12 @@ void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
   else if (!y.is_same(out)) copy(out, y);
 }
 
-}  // namespace loom::kernels
+}  // namespace
+
+void add_arg_reduce_kernels(Backend& b) {
+  b.arg_reduce = &arg_reduce;
+  b.variance = &variance;
+  b.cumsum = &cumsum;
+}
+
+}  // namespace loom::kernels::cpu

@@ -14,17 +14,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "autograd/functions/internal.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/dispatch.h"
 #include "kernels/dispatch_by_size.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/backend.h"
 
-namespace loom::kernels {
-
-using cpu::check_cpu;
-using cpu::for_each_run;
-
+namespace loom::kernels::cpu {
 namespace {
 
 // *d = *s (Scatter false), or *d += *s in opmath (Scatter true).
@@ -158,9 +152,6 @@ void select_indexed(const char* op, const Tensor& out, const Tensor& in, int64_t
 // out[p, index[p, j]] += src[p, j] over index's shape (scatter_add, index_add).
 void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& index,
                  const Tensor& src) {
-  check_cpu(out, op);
-  check_cpu(src, op);
-  check_cpu(index, op);
   if (index.numel() == 0) return;
   dispatch_numeric(out.dtype(), op, [&]<typename T>() {
     dispatch_index(index.dtype(), op, [&]<typename I>() {
@@ -169,11 +160,8 @@ void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& i
   });
 }
 
-}  // namespace
 
 void check_indices(const Tensor& index, int64_t size, const char* op) {
-  LOOM_DISPATCH_CUDA(index, check_indices, index, size, op);
-  check_cpu(index, op);
   if (index.numel() == 0) return;
   dispatch_index(index.dtype(), op, [&]<typename I>() {
     std::atomic<bool> bad{false};
@@ -196,10 +184,6 @@ void check_indices(const Tensor& index, int64_t size, const char* op) {
 }
 
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
-  LOOM_DISPATCH_CUDA(out, index_select, out, in, dim, index);
-  check_cpu(out, "index_select");
-  check_cpu(in, "index_select");
-  check_cpu(index, "index_select");
   if (out.numel() == 0) return;
   const int64_t inner = outer_inner(in.sizes(), dim).second;
   if (out.is_contiguous() && in.is_contiguous() && inner * in.element_size() >= 32) {
@@ -212,28 +196,18 @@ void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor
 }
 
 void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
-  LOOM_DISPATCH_CUDA(out, gather, out, in, dim, index);
-  check_cpu(out, "gather");
-  check_cpu(in, "gather");
-  check_cpu(index, "gather");
   select_indexed("gather", out, in, dim, index);
 }
 
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  LOOM_DISPATCH_CUDA(out, index_add, out, dim, index, src);
   add_indexed("index_add", out, dim, broadcast_index(index, src.sizes(), dim), src);
 }
 
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  LOOM_DISPATCH_CUDA(out, scatter_add, out, dim, index, src);
   add_indexed("scatter_add", out, dim, index, src);
 }
 
 void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
-  LOOM_DISPATCH_CUDA(out, triangle, out, in, k, lower);
-  const char* op = lower ? "tril" : "triu";
-  check_cpu(out, op);
-  check_cpu(in, op);
   if (out.numel() == 0) return;
   const int64_t nd = out.dim(), rows = out.size(nd - 2), cols = out.size(nd - 1);
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / cols);
@@ -276,4 +250,15 @@ void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
   });
 }
 
-}  // namespace loom::kernels
+}  // namespace
+
+void add_index_kernels(Backend& b) {
+  b.index_select = &index_select;
+  b.index_add = &index_add;
+  b.gather = &gather;
+  b.scatter_add = &scatter_add;
+  b.triangle = &triangle;
+  b.check_indices = &check_indices;
+}
+
+}  // namespace loom::kernels::cpu

@@ -16,21 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/cuda_emulation.h"
 #include "core/dtype.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
 namespace loom::kernels::cpu {
-
-// Whether the CPU kernels may touch t's memory: a CPU tensor, or one on the host-emulated
-// CUDA device of a test build (core/cuda_emulation.h).
-inline bool host_accessible(const Tensor& t) { return t.is_cpu() || (t.is_cuda() && ::loom::cuda::emulated()); }
-
-inline void check_cpu(const Tensor& t, const char* op) {
-  LOOM_CHECK(host_accessible(t), DeviceError, op, ": tensor on ", t.device(),
-             " has no kernel in this build (Loom was built without CUDA kernels for it)");
-}
 
 template <size_t N>
 struct StridedLayout {

@@ -6,14 +6,22 @@
 #include "core/factories.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/dispatch.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/backend.h"
 
-namespace loom::kernels {
+namespace loom::kernels::cpu {
+
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
-
-using cpu::GemmArgs;
-using cpu::MatrixRef;
 
 // Per-matrix work (M·N·K) below which a batch is split across threads, one GEMM per item,
 // rather than each GEMM across threads: small GEMMs do not pay for Eigen's per-product
@@ -66,7 +74,7 @@ void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doubl
   const T* pa = static_cast<const T*>(a.data());
   const T* pb = static_cast<const T*>(b.data());
   T* pc = static_cast<T*>(out.data());
-  void (*gemm)(const GemmArgs&) = cpu::cpu_has_avx512() ? cpu::gemm_avx512 : cpu::gemm_portable;
+  void (*gemm)(const GemmArgs&) = cpu_has_avx512() ? gemm_avx512 : gemm_portable;
   // threads = 0 inside parallel_for: Eigen sees the enclosing parallel region and stays
   // on its thread.
   auto run = [&](int64_t i, int threads) {
@@ -102,26 +110,7 @@ void bmm_via_float(const Tensor& out, const Tensor& a, const Tensor& b, double b
   copy(out, out_f);
 }
 
-}  // namespace
-
-namespace cpu {
-bool cpu_has_avx512() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("fma");
-  return has;
-#else
-  return false;
-#endif
-}
-}  // namespace cpu
-
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
-  LOOM_DISPATCH_CUDA(out, bmm, out, a, b, beta);
-  cpu::check_cpu(out, "bmm");
-  cpu::check_cpu(a, "bmm");
-  cpu::check_cpu(b, "bmm");
   LOOM_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got ",
              shape_str(a.sizes()), " @ ", shape_str(b.sizes()), " into ", shape_str(out.sizes()));
   const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
@@ -143,4 +132,8 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   });
 }
 
-}  // namespace loom::kernels
+}  // namespace
+
+void add_matmul_kernels(Backend& b) { b.bmm = &bmm; }
+
+}  // namespace loom::kernels::cpu

@@ -4,11 +4,10 @@
 // in kernels/random_math.h, shared with the CUDA kernels, which give the same numbers.
 #include "core/factories.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/dispatch.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/backend.h"
 #include "kernels/random_math.h"
 
-namespace loom::kernels {
+namespace loom::kernels::cpu {
 namespace {
 
 using random_math::words_of;
@@ -16,7 +15,6 @@ using random_math::words_of;
 // dst[i] = f(w0, w1, i) in row-major element order.
 template <typename T, typename F>
 void fill_random(const Tensor& dst, uint64_t seed, uint64_t offset, F f) {
-  cpu::check_cpu(dst, "random");
   Tensor target = dst.is_contiguous() ? dst : empty(dst.sizes(), dst.options());
   T* p = static_cast<T*>(target.data());
   parallel_for(0, target.numel(), 4096, [&](int64_t b, int64_t e) {
@@ -28,10 +26,8 @@ void fill_random(const Tensor& dst, uint64_t seed, uint64_t offset, F f) {
   if (!target.is_same(dst)) copy(dst, target);
 }
 
-}  // namespace
 
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
-  LOOM_DISPATCH_CUDA(dst, uniform, dst, low, high, seed, offset);
   dispatch_floating(dst.dtype(), "uniform_", [&]<typename T>() {
     fill_random<T>(dst, seed, offset, [&](uint32_t w0, uint32_t w1, int64_t) {
       return random_math::uniform_value<T>(w0, w1, low, high);
@@ -40,7 +36,6 @@ void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t
 }
 
 void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset) {
-  LOOM_DISPATCH_CUDA(dst, normal, dst, mean, std, seed, offset);
   dispatch_floating(dst.dtype(), "normal_", [&]<typename T>() {
     fill_random<T>(dst, seed, offset, [&](uint32_t w0, uint32_t w1, int64_t) {
       return random_math::normal_value<T>(w0, w1, mean, std);
@@ -49,7 +44,6 @@ void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t 
 }
 
 void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offset) {
-  LOOM_DISPATCH_CUDA(dst, bernoulli, dst, p, seed, offset);
   std::vector<double> pv = p.to_vector<double>();
   for (double v : pv)
     LOOM_CHECK(v >= 0 && v <= 1, ValueError, "bernoulli: probabilities must be in [0, 1], got ", v);
@@ -62,7 +56,6 @@ void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offse
 
 void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset) {
   LOOM_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli: p must be in [0, 1], got ", p);
-  LOOM_DISPATCH_CUDA(dst, bernoulli, dst, p, seed, offset);
   dispatch_all(dst.dtype(), "bernoulli", [&]<typename T>() {
     fill_random<T>(dst, seed, offset, [&](uint32_t w0, uint32_t, int64_t) {
       return T(random_math::bernoulli_value(w0, p) ? 1 : 0);
@@ -71,7 +64,6 @@ void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset) {
 }
 
 void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
-  LOOM_DISPATCH_CUDA(dst, randint, dst, low, high, seed, offset);
   const uint64_t range = uint64_t(high - low);
   dispatch_numeric(dst.dtype(), "randint", [&]<typename T>() {
     fill_random<T>(dst, seed, offset, [&](uint32_t w0, uint32_t w1, int64_t) {
@@ -80,4 +72,14 @@ void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64
   });
 }
 
-}  // namespace loom::kernels
+}  // namespace
+
+void add_random_kernels(Backend& b) {
+  b.uniform = &uniform;
+  b.normal = &normal;
+  b.bernoulli = &bernoulli;
+  b.bernoulli_scalar = &bernoulli;
+  b.randint = &randint;
+}
+
+}  // namespace loom::kernels::cpu

@@ -12,12 +12,11 @@
 
 #include "core/factories.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/dispatch.h"
 #include "kernels/functors.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/backend.h"
 #include "kernels/reduce_math.h"
 
-namespace loom::kernels {
+namespace loom::kernels::cpu {
 namespace {
 
 // out[a * C + c] = reduce over n of x[(a * N + n) * C + c].
@@ -64,12 +63,8 @@ void reduce_anc(T* out, const T* x, int64_t A, int64_t N, int64_t C) {
   });
 }
 
-}  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) {
-  LOOM_DISPATCH_CUDA(out, reduce, op, out, in, dims);
-  cpu::check_cpu(out, "reduce");
-  cpu::check_cpu(in, "reduce");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "reduce: bad arguments");
   const int64_t nd = in.dim();
   std::vector<bool> reduced(size_t(nd), false);
@@ -105,4 +100,8 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) 
   if (!o.is_same(out)) copy(out, o);
 }
 
-}  // namespace loom::kernels
+}  // namespace
+
+void add_reduce_kernels(Backend& b) { b.reduce = &reduce; }
+
+}  // namespace loom::kernels::cpu

@@ -19,8 +19,8 @@
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
-#include "kernels/dispatch.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/backend.h"
+#include "kernels/rnn_layer_check.h"
 #include "kernels/rnn_math.h"
 
 namespace loom::kernels {
@@ -59,37 +59,7 @@ int64_t rows_per_thread(int64_t B, int64_t work_per_row) {
   return std::max<int64_t>(1, (B + n - 1) / n);
 }
 
-struct Dims3 {
-  int64_t T, B, I, H, G;
-};
-
-// Shapes, dtypes and devices; the same for the CPU and the CUDA kernels.
-Dims3 check_layer(const RNNLayerInput& in) {
-  const int64_t G = rnn_gates(in.mode);
-  LOOM_CHECK(in.x.dim() == 3, ShapeError, "rnn: input must be (T, B, I), got ", shape_str(in.x.sizes()));
-  const int64_t T = in.x.size(0), B = in.x.size(1), I = in.x.size(2), H = in.w_hh.size(1);
-  LOOM_CHECK(in.w_ih.sizes() == Shape({G * H, I}) && in.w_hh.sizes() == Shape({G * H, H}), ShapeError,
-             "rnn: weights ", shape_str(in.w_ih.sizes()), " and ", shape_str(in.w_hh.sizes()),
-             " do not fit input size ", I, " and hidden size ", H, " with ", G, " gates");
-  LOOM_CHECK(in.h0.sizes() == Shape({B, H}), ShapeError, "rnn: initial state ", shape_str(in.h0.sizes()),
-             ", expected ", shape_str({B, H}));
-  LOOM_CHECK(in.lengths.empty() || int64_t(in.lengths.size()) == B, ShapeError, "rnn: ", in.lengths.size(),
-             " lengths for a batch of ", B);
-  LOOM_CHECK(in.x.is_cuda() || in.x.dtype() == kFloat32 || in.x.dtype() == kFloat64, DTypeError,
-             "rnn: the CPU kernels support float32 and float64, got ", dtype_name(in.x.dtype()));
-  LOOM_CHECK(in.x.is_floating_point(), DTypeError, "rnn: expected a floating-point input, got ",
-             dtype_name(in.x.dtype()));
-  for (const Tensor* t : {&in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh}) {
-    LOOM_CHECK(!t->defined() || t->dtype() == in.x.dtype(), DTypeError, "rnn: expected all tensors in ",
-               dtype_name(in.x.dtype()), ", got a ", dtype_name(t->dtype()), " tensor of shape ", shape_str(t->sizes()));
-    LOOM_CHECK(!t->defined() || t->device() == in.x.device(), DeviceError, "rnn: expected all tensors on ",
-               in.x.device(), " (the input's device), got a tensor of shape ", shape_str(t->sizes()), " on ",
-               t->device());
-  }
-  LOOM_CHECK(in.mode != RNNMode::LSTM || (in.c0.defined() && in.c0.sizes() == in.h0.sizes()), ShapeError,
-             "rnn: LSTM needs a cell state of shape ", shape_str({B, H}));
-  return {T, B, I, H, G};
-}
+using Dims3 = RNNLayerDims;
 
 bool valid(const RNNLayerInput& in, int64_t t, int64_t b) {
   return in.lengths.empty() || t < in.lengths[size_t(b)];
@@ -300,12 +270,19 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
 
 }  // namespace
 
+namespace cpu {
+namespace {
+
+// The router has checked the layer (kernels/rnn_layer_check.h); the CPU kernels run the
+// two types they are written for.
+Dims3 cpu_layer_dims(const RNNLayerInput& in) {
+  LOOM_CHECK(in.x.dtype() == kFloat32 || in.x.dtype() == kFloat64, DTypeError,
+             "rnn: the CPU kernels support float32 and float64, got ", dtype_name(in.x.dtype()));
+  return rnn_layer_dims(in);
+}
+
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
-  const Dims3 d = check_layer(in);
-#ifdef LOOM_WITH_CUDA
-  if (in.x.is_cuda()) return cuda::rnn_layer_forward(in);
-#endif
-  cpu::check_cpu(in.x, "rnn");
+  const Dims3 d = cpu_layer_dims(in);
   return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerOutput {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) return forward_impl<S>(in, d);
     else throw DTypeError("rnn: unsupported dtype");
@@ -314,11 +291,7 @@ RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
 
 RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
                                  const Tensor& dh_n, const Tensor& dc_n) {
-  const Dims3 d = check_layer(in);
-#ifdef LOOM_WITH_CUDA
-  if (in.x.is_cuda()) return cuda::rnn_layer_backward(in, reserve, dy, dh_n, dc_n);
-#endif
-  cpu::check_cpu(in.x, "rnn");
+  const Dims3 d = cpu_layer_dims(in);
   return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerGrads {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>)
       return backward_impl<S>(in, reserve, dy, dh_n, dc_n, d);
@@ -326,4 +299,12 @@ RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& rese
   });
 }
 
+}  // namespace
+
+void add_rnn_kernels(Backend& b) {
+  b.rnn_layer_forward = &rnn_layer_forward;
+  b.rnn_layer_backward = &rnn_layer_backward;
+}
+
+}  // namespace cpu
 }  // namespace loom::kernels

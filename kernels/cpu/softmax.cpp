@@ -20,11 +20,10 @@
 
 #include "core/factories.h"
 #include "kernels/cpu/blocks.h"
-#include "kernels/dispatch.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/backend.h"
 
-namespace loom::kernels {
+namespace loom::kernels::cpu {
 namespace {
 
 using cpu::Block;
@@ -207,12 +206,8 @@ void softmax_backward_tile(T* gx, const T* g, const T* y, int64_t len, int64_t i
 }
 
 
-}  // namespace
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
-  LOOM_DISPATCH_CUDA(out, softmax, out, in, dim, log);
-  cpu::check_cpu(out, "softmax");
-  cpu::check_cpu(in, "softmax");
   if (in.numel() == 0) return;
   const Block b = block_around(in, dim);
   const Tensor y = contiguous_out(out);
@@ -229,10 +224,6 @@ void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
 
 void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y_in, int64_t dim,
                       bool log) {
-  LOOM_DISPATCH_CUDA(grad_in, softmax_backward, grad_in, grad_out, y_in, dim, log);
-  cpu::check_cpu(grad_in, "softmax_backward");
-  cpu::check_cpu(grad_out, "softmax_backward");
-  cpu::check_cpu(y_in, "softmax_backward");
   if (grad_in.numel() == 0) return;
   const Block g = block_around(grad_out, dim);
   const Block y = block_around(y_in, dim);
@@ -249,4 +240,11 @@ void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tenso
   if (!gx.is_same(grad_in)) copy(grad_in, gx);
 }
 
-}  // namespace loom::kernels
+}  // namespace
+
+void add_softmax_kernels(Backend& b) {
+  b.softmax = &softmax;
+  b.softmax_backward = &softmax_backward;
+}
+
+}  // namespace loom::kernels::cpu

@@ -11,7 +11,7 @@
 #include "core/cuda.h"
 #include "core/factories.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/gemm_plan.h"
 
 namespace loom::kernels::cuda {
@@ -133,5 +133,7 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   }
   run_gemm(out, plan_gemm(out, *c, a, *ca, b, *cb), beta);
 }
+
+void add_blas_kernels(Backend& b) { b.bmm = &bmm; }
 
 }  // namespace loom::kernels::cuda

@@ -220,13 +220,13 @@ PinnedHostAllocator& pinned_host_allocator() {
 
 namespace detail {
 
-// For core/allocator.cpp: the allocator of DeviceType::CUDA.
-Allocator* caching_allocator() {
+// For core/allocator.h: the allocator of DeviceType::CUDA.
+Allocator* device_allocator() {
   static CudaCachingAllocator allocator;  // stateless: its caches outlive it
   return &allocator;
 }
 
-// For core/tensor.cpp (Tensor::pin_memory, Tensor::is_pinned).
+// For core/tensor.cpp (Tensor::pin_memory, Tensor::is_pinned), declared in core/allocator.h.
 Allocator* pinned_allocator() { return &pinned_host_allocator(); }
 bool is_pinned(const void* ptr) { return ptr && pinned_host_allocator().is_live_block(ptr); }
 

@@ -1,5 +1,19 @@
-// cuDNN recurrent layers (kernels/cuda/cudnn_rnn.h; Note [cuDNN weight packing] there).
-#include "kernels/cuda/cudnn_rnn.h"
+// nn::RNN / LSTM / GRU on a GPU through cuDNN's RNN API (cudnnRNNForward,
+// cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8): the whole stack of layers and
+// directions in one call — the CUDA backend's kernels::rnn_stack_forward/backward
+// (kernels/kernels.h). Compiled to nothing but an empty registration without cuDNN
+// (LOOM_WITH_CUDNN), where the layers run the sweep kernels of kernels/cuda/rnn.cu.
+//
+// Note [cuDNN weight packing]
+// cuDNN keeps every weight and bias in one flat "weight space" whose layout it chooses;
+// cudnnGetRNNWeightParams gives the address of each (pseudo-layer, gate matrix). Loom's
+// parameters stay PyTorch's separate tensors (w_ih (G·H, I): gate g is rows g·H..g·H+H,
+// in PyTorch's gate order, which is cuDNN's: LSTM i f g o, GRU r z n). Each forward
+// copies them into a fresh weight space (device-to-device, one copy per contiguous run),
+// which backward keeps, and backward copies the weight-gradient space back out into one
+// gradient per parameter through the same map. The copies are small next to the
+// recurrence (the weights are read T times by it).
+#include "kernels/cuda/backend.h"
 
 #ifdef LOOM_WITH_CUDNN
 
@@ -132,8 +146,8 @@ int32_t to_int(int64_t v, const char* what) {
 
 }  // namespace
 
-struct CudnnRNNSaved {
-  CudnnRNNConfig config;
+struct CudnnRNNSaved : RNNStackSaved {
+  RNNStackConfig config;
   DType dtype;
   int64_t T, B;
   DropoutDesc dropout;  // referenced by rnn: declared first, destroyed last
@@ -147,15 +161,16 @@ struct CudnnRNNSaved {
   std::vector<Tensor> weight_shapes_of;  // the weights given to forward (shapes, dtypes; for dweights)
 };
 
-bool cudnn_rnn_supports(DType dtype) {
-  return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16;
-}
+bool cudnn_runs(DType dtype) { return dtype == kFloat32 || dtype == kFloat64 || dtype == kFloat16; }
+
+// cuDNN rejects an empty batch or sequence: those take the per-layer kernels.
+bool cudnn_rnn_supports(const Tensor& x) { return cudnn_runs(x.dtype()) && x.numel() > 0; }
 
 namespace {
 
 // Fills the descriptors of `s` for input x; returns the handle bound to x's stream.
 cudnnHandle_t describe(CudnnRNNSaved& s, const Tensor& x, const std::vector<int64_t>& lengths) {
-  const CudnnRNNConfig& c = s.config;
+  const RNNStackConfig& c = s.config;
   cudnnHandle_t handle = cudnn_handle(x.device().index, stream_of(x));
   const int64_t D = c.bidirectional ? 2 : 1, H = c.hidden_size;
   const cudnnDataType_t type = data_type(s.dtype);
@@ -204,7 +219,7 @@ int64_t described_elements(cudnnTensorDescriptor_t desc) {
 // The weight map (Note [cuDNN weight packing]): for every pseudo-layer (layer · D + dir)
 // and gate matrix, where cuDNN keeps it and which rows of which parameter it is.
 std::vector<WeightCopy> weight_map(cudnnHandle_t handle, const CudnnRNNSaved& s, size_t space_bytes) {
-  const CudnnRNNConfig& c = s.config;
+  const RNNStackConfig& c = s.config;
   const int64_t D = c.bidirectional ? 2 : 1, H = c.hidden_size, G = rnn_gates(c.mode);
   const size_t elem = size_t(element_size(s.dtype));
   char* base = static_cast<char*>(s.weight_space.data());
@@ -251,12 +266,12 @@ void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
 
 }  // namespace
 
-CudnnRNNOutput cudnn_rnn_forward(const CudnnRNNConfig& config, const Tensor& x, const Tensor& hx, const Tensor& cx,
+RNNStackOutput cudnn_rnn_forward(const RNNStackConfig& config, const Tensor& x, const Tensor& hx, const Tensor& cx,
                                  const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths) {
   LOOM_CHECK(x.is_cuda() && x.dim() == 3 && x.is_contiguous(), ValueError,
              "cudnn_rnn: expected a contiguous (T, B, I) input on a GPU, got shape ", shape_str(x.sizes()), " on ",
              x.device());
-  LOOM_CHECK(cudnn_rnn_supports(x.dtype()), DTypeError, "cudnn_rnn: cuDNN's recurrent layers take float32, float64 ",
+  LOOM_CHECK(cudnn_runs(x.dtype()), DTypeError, "cudnn_rnn: cuDNN's recurrent layers take float32, float64 ",
              "and float16, got ", dtype_name(x.dtype()));
   const int64_t D = config.bidirectional ? 2 : 1, H = config.hidden_size;
   LOOM_CHECK(int64_t(weights.size()) == 4 * config.num_layers * D, ValueError, "cudnn_rnn: ", weights.size(),
@@ -287,7 +302,7 @@ CudnnRNNOutput cudnn_rnn_forward(const CudnnRNNConfig& config, const Tensor& x, 
   Tensor work = device_bytes(work_bytes, x.device(), false);
   s->reserve = device_bytes(reserve_bytes, x.device(), false);
 
-  CudnnRNNOutput out;
+  RNNStackOutput out;
   const TensorOptions opt = x.options();
   out.y = empty({s->T, s->B, D * H}, opt);
   out.hy = empty({config.num_layers * D, s->B, H}, opt);
@@ -303,9 +318,10 @@ CudnnRNNOutput cudnn_rnn_forward(const CudnnRNNConfig& config, const Tensor& x, 
   return out;
 }
 
-CudnnRNNGrads cudnn_rnn_backward(const CudnnRNNSaved& saved, const Tensor& x, const Tensor& hx, const Tensor& cx,
+RNNStackGrads cudnn_rnn_backward(const RNNStackSaved& saved, const Tensor& x, const Tensor& hx, const Tensor& cx,
                                  const Tensor& y, const Tensor& dy, const Tensor& dhy, const Tensor& dcy) {
-  CudnnRNNSaved& s = const_cast<CudnnRNNSaved&>(saved);  // cuDNN writes its reserve space in backward
+  // The saved state is forward's CudnnRNNSaved; cuDNN writes its reserve space in backward.
+  CudnnRNNSaved& s = const_cast<CudnnRNNSaved&>(static_cast<const CudnnRNNSaved&>(saved));
   ::loom::cuda::DeviceGuard guard(x.device());
   cudnnHandle_t handle = cudnn_handle(x.device().index, stream_of(x));
   const cudaStream_t stream = stream_of(x);
@@ -323,7 +339,7 @@ CudnnRNNGrads cudnn_rnn_backward(const CudnnRNNSaved& saved, const Tensor& x, co
   Tensor work = device_bytes(work_bytes, x.device(), false);
   const size_t space_bytes = s.space_bytes;
 
-  CudnnRNNGrads g;
+  RNNStackGrads g;
   // cuDNN documents the padding fill for outputs only: zero dx so that positions past a
   // sequence's length hold 0 as on the CPU, whatever cuDNN leaves there.
   g.dx = zeros(x.sizes(), opt);
@@ -351,21 +367,18 @@ CudnnRNNGrads cudnn_rnn_backward(const CudnnRNNSaved& saved, const Tensor& x, co
   return g;
 }
 
+void add_cudnn_rnn_kernels(Backend& b) {
+  b.rnn_stack_supports = &cudnn_rnn_supports;
+  b.rnn_stack_forward = &cudnn_rnn_forward;
+  b.rnn_stack_backward = &cudnn_rnn_backward;
+}
+
 }  // namespace loom::kernels::cuda
 
 #else  // built without cuDNN: the layers run the sweep kernels (kernels/cuda/rnn.cu)
 
 namespace loom::kernels::cuda {
-struct CudnnRNNSaved {};
-bool cudnn_rnn_supports(DType) { return false; }
-CudnnRNNOutput cudnn_rnn_forward(const CudnnRNNConfig&, const Tensor&, const Tensor&, const Tensor&,
-                                 const std::vector<Tensor>&, const std::vector<int64_t>&) {
-  throw DeviceError("cudnn_rnn: Loom was built without cuDNN");
-}
-CudnnRNNGrads cudnn_rnn_backward(const CudnnRNNSaved&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                 const Tensor&, const Tensor&, const Tensor&) {
-  throw DeviceError("cudnn_rnn: Loom was built without cuDNN");
-}
+void add_cudnn_rnn_kernels(Backend&) {}
 }  // namespace loom::kernels::cuda
 
 #endif

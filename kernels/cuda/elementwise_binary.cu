@@ -5,15 +5,13 @@
 // (op x dtype x path) compile in parallel: as one file it took nvcc minutes.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/functors.h"
 
 namespace loom::kernels::cuda {
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
-  check_same_device(out, a, "binary");
-  check_same_device(out, b, "binary");
   dispatch_all(a.dtype(), "binary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum<BinaryOp, kNumBinaryOps>(op, [&]<BinaryOp OP>() {
@@ -28,5 +26,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
     });
   });
 }
+
+void add_binary_kernels(Backend& b) { b.binary = &binary; }
 
 }  // namespace loom::kernels::cuda

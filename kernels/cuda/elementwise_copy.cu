@@ -5,7 +5,7 @@
 // (op x dtype x path) compile in parallel: as one file it took nvcc minutes.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/functors.h"
 
@@ -36,9 +36,6 @@ struct FillFunctor {
 }  // namespace
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_same_device(out, cond, "where");
-  check_same_device(out, a, "where");
-  check_same_device(out, b, "where");
   LOOM_CHECK(cond.dtype() == kBool, DTypeError, "where: expected a bool condition, got ", dtype_name(cond.dtype()));
   dispatch_all(a.dtype(), "where", [&]<typename T>() {
     gpu_elementwise<T, bool, T, T>(out, WhereFunctor<opmath_t<T>>{}, {&cond, &a, &b});
@@ -46,7 +43,6 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
-  check_same_device(dst, src, "copy");
   if (dst.numel() == 0) return;
   // Same dtype, both contiguous: one device-to-device memcpy.
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous() && dst.sizes() == src.sizes()) {
@@ -67,6 +63,12 @@ void fill(const Tensor& dst, Scalar value) {
   dispatch_all(dst.dtype(), "fill", [&]<typename T>() {
     gpu_elementwise<T>(dst, FillFunctor<T>{value.to<T>()}, {});
   });
+}
+
+void add_copy_kernels(Backend& b) {
+  b.where = &where;
+  b.copy = &copy;
+  b.fill = &fill;
 }
 
 }  // namespace loom::kernels::cuda

@@ -5,14 +5,13 @@
 // (op x dtype x path) compile in parallel: as one file it took nvcc minutes.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/functors.h"
 
 namespace loom::kernels::cuda {
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
-  check_same_device(out, in, "unary");
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum<UnaryOp, kNumUnaryOps>(op, [&]<UnaryOp OP>() {
@@ -28,5 +27,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double 
     });
   });
 }
+
+void add_unary_kernels(Backend& b) { b.unary = &unary; }
 
 }  // namespace loom::kernels::cuda

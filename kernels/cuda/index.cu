@@ -21,9 +21,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "autograd/functions/internal.h"
 #include "core/factories.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sorted_index_add.cuh"
 #include "kernels/dispatch_by_size.h"
@@ -190,8 +189,6 @@ T* ptr(const Tensor& t) {
 
 // dst[p] = src[p with dim = index[p]] over index's shape.
 void select_indexed(const char* op, const Tensor& dst, const Tensor& src, int64_t dim, const Tensor& index) {
-  check_same_device(dst, src, op);
-  check_same_device(dst, index, op);
   const int64_t n = index.numel();
   if (n == 0) return;
   ::loom::cuda::DeviceGuard guard(dst.device());
@@ -208,8 +205,6 @@ void select_indexed(const char* op, const Tensor& dst, const Tensor& src, int64_
 
 // out[p with dim = index[p]] += src[p] over index's shape (Note [CUDA indexed loops]).
 void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_same_device(out, src, op);
-  check_same_device(out, index, op);
   const int64_t n = index.numel();
   if (n == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -245,8 +240,6 @@ bool fits_sorted_geometry(const Tensor& out, int64_t dim, const Tensor& index, c
 // index_add on contiguous out and src with a 1-D index: sort, then one writer per output
 // element (Note [sorted index_add]).
 void sorted_index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_same_device(out, src, "index_add");
-  check_same_device(out, index, "index_add");
   const int64_t n = index.numel();
   if (n == 0 || out.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -309,7 +302,6 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 
 void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
   const char* op = lower ? "tril" : "triu";
-  check_same_device(out, in, op);
   const int64_t n = out.numel();
   if (n == 0) return;
   LOOM_ASSERT(out.dim() >= 2, op, ": expected at least 2 dims");
@@ -352,6 +344,15 @@ void check_indices(const Tensor& index, int64_t size, const char* op) {
     LOOM_CHECK(false, IndexError, op, ": index ", int64_t(value), " is out of range: expected an index in [0, ",
                size, ") for a dim of size ", size);
   });
+}
+
+void add_index_kernels(Backend& b) {
+  b.index_select = &index_select;
+  b.index_add = &index_add;
+  b.gather = &gather;
+  b.scatter_add = &scatter_add;
+  b.triangle = &triangle;
+  b.check_indices = &check_indices;
 }
 
 }  // namespace loom::kernels::cuda

@@ -29,7 +29,6 @@
 #include "core/dtype.h"
 #include "core/generator.h"
 #include "kernels/cuda/offset_calculator.cuh"
-#include "kernels/same_device.h"
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>

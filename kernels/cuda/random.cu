@@ -3,7 +3,7 @@
 // (kernels/cpu/random.cpp), so a GPU tensor equals the CPU one for the same seed and
 // offset; gpu_random (kernels/cuda/launch.cuh) computes one Philox block per pair.
 #include "core/factories.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/random_math.h"
 
@@ -97,6 +97,14 @@ void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64
   dispatch_numeric(dst.dtype(), "randint", [&]<typename T>() {
     gpu_random<T>(dst, seed, offset, RandintFunctor<T>{low, range}, {});
   });
+}
+
+void add_random_kernels(Backend& b) {
+  b.uniform = &uniform;
+  b.normal = &normal;
+  b.bernoulli = &bernoulli;
+  b.bernoulli_scalar = &bernoulli;
+  b.randint = &randint;
 }
 
 }  // namespace loom::kernels::cuda

@@ -17,7 +17,7 @@
 #include <type_traits>
 
 #include "core/factories.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/reduce_math.h"
 #include "kernels/functors.h"
@@ -267,7 +267,6 @@ void launch_reduce(const Tensor& o, const Rows& r, int device, cudaStream_t stre
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) {
-  check_same_device(out, in, "reduce");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "reduce: bad arguments");
   if (out.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -289,8 +288,6 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) 
 
 void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
   const char* name = is_max ? "max" : "min";
-  check_same_device(values, in, name);
-  check_same_device(indices, in, name);
   LOOM_ASSERT(in.size(dim) > 0 && indices.dtype() == kInt64, name, ": bad arguments");
   if (values.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(values.device());
@@ -308,7 +305,6 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
 }
 
 void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction) {
-  check_same_device(out, in, "var");
   LOOM_ASSERT(!dims.empty() && out.dtype() == in.dtype(), "var: bad arguments");
   if (out.numel() == 0) return;
   ::loom::cuda::DeviceGuard guard(out.device());
@@ -327,7 +323,6 @@ void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t cor
 }
 
 void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
-  check_same_device(out, in, "cumsum");
   LOOM_ASSERT(out.dtype() == in.dtype(), "cumsum: bad arguments");
   if (out.numel() == 0) return;
   if (in.dim() == 0) return cumsum(out.detach().unsqueeze(0), in.detach().unsqueeze(0), 0);
@@ -343,6 +338,13 @@ void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
     LOOM_CUDA_KERNEL_CHECK();
   });
   if (!y.is_same(permuted_out)) copy(permuted_out, y);
+}
+
+void add_reduce_kernels(Backend& b) {
+  b.reduce = &reduce;
+  b.arg_reduce = &arg_reduce;
+  b.variance = &variance;
+  b.cumsum = &cumsum;
 }
 
 }  // namespace loom::kernels::cuda

@@ -5,7 +5,7 @@
 // nn::RNN/LSTM/GRU use cuDNN instead where it is available (kernels/cuda/cudnn_rnn.cpp).
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/rnn_sweep.h"
 
@@ -46,6 +46,11 @@ RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& rese
   return dispatch_floating(in.x.dtype(), "rnn", [&]<typename T>() {
     return rnn_sweep::backward<T>(in, reserve, dy, dh_n, dc_n, exec);
   });
+}
+
+void add_rnn_kernels(Backend& b) {
+  b.rnn_layer_forward = &rnn_layer_forward;
+  b.rnn_layer_backward = &rnn_layer_backward;
 }
 
 }  // namespace loom::kernels::cuda

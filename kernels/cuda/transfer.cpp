@@ -1,4 +1,4 @@
-// Copies between the host and a GPU, and between GPUs: kernels::cuda::copy_across_devices,
+// Copies between the host and a GPU, and between GPUs: the CUDA copy_across_devices,
 // reached from kernels::copy_across_devices (kernels/cpu/elementwise.cpp) when either side
 // is on a GPU. The tensors are contiguous, of one dtype and shape (Tensor::to sees to it),
 // so each copy is one cudaMemcpy*Async on the current stream of the GPU side's device.
@@ -11,7 +11,7 @@
 
 #include "core/cuda.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/backend.h"
 
 namespace loom::cuda::detail {
 void record_pinned_use(const void* ptr, void* stream);  // kernels/cuda/cuda_allocator.cpp
@@ -87,5 +87,7 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
     copy_host_device(dst, src, bytes, non_blocking);
   }
 }
+
+void add_transfer_kernels(Backend& b) { b.copy_across_devices = &copy_across_devices; }
 
 }  // namespace loom::kernels::cuda

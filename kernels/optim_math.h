@@ -1,12 +1,19 @@
-// The per-element math of the optimizers, shared by the CPU loops and the CUDA kernels
-// (LOOM_HOST_DEVICE), so that the CPU tests cover it. All in opmath (float or double).
+// The per-element math of the optimizers' fused updates (kernels::sgd_update, adam_update,
+// rmsprop_update), shared by the CPU loop (kernels/cpu/optim_update.cpp) and the CUDA
+// kernel (kernels/cuda/optim_update.cu) as LOOM_HOST_DEVICE code, so that the CPU tests
+// cover it. All in opmath (float or double); the optimizers fill the fields in double and
+// narrow() converts them to the parameter's opmath type on either device.
 #pragma once
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
 
+#include "core/dtype.h"
 #include "core/half.h"
 
-namespace loom::optim {
+namespace loom::kernels {
 
 // SGD with momentum, dampening, nesterov and (L2) weight decay, as torch.optim.SGD.
 template <typename M>
@@ -73,4 +80,38 @@ struct RmspropMath {
   }
 };
 
-}  // namespace loom::optim
+// The math in opmath M, each field narrowed from double (as M(double) does).
+template <typename M>
+SgdMath<M> narrow(const SgdMath<double>& d) {
+  return {M(d.lr), M(d.momentum), M(d.dampening), M(d.weight_decay), d.nesterov, d.first_step};
+}
+template <typename M>
+AdamMath<M> narrow(const AdamMath<double>& d) {
+  return {M(d.lr), M(d.beta1), M(d.beta2), M(d.eps), M(d.weight_decay),
+          M(d.step_size), M(d.bias_correction2_sqrt), d.decoupled, d.amsgrad};
+}
+template <typename M>
+RmspropMath<M> narrow(const RmspropMath<double>& d) {
+  return {M(d.lr), M(d.alpha), M(d.eps), M(d.weight_decay), M(d.momentum), d.centered};
+}
+
+// Element i of one update: p[i], g[i] and the K states[k][i] in opmath M, then
+// math(p, g, state_0, ..., state_{K-1}) and the results stored back. A null state pointer
+// (an undefined state tensor) becomes a scratch value that starts at 0 and is dropped.
+template <typename T, size_t K, typename Math, size_t... I>
+LOOM_HOST_DEVICE inline void update_element_impl(const Math& math, int64_t i, T* p, const T* g, T* const* states,
+                                                 std::index_sequence<I...>) {
+  using M = opmath_t<T>;
+  M pv = M(p[i]);
+  M sv[K] = {(states[I] ? M(states[I][i]) : M(0))...};
+  math(pv, M(g[i]), sv[I]...);
+  p[i] = T(pv);
+  ((states[I] ? void(states[I][i] = T(sv[I])) : void()), ...);
+}
+
+template <typename T, size_t K, typename Math>
+LOOM_HOST_DEVICE inline void update_element(const Math& math, int64_t i, T* p, const T* g, T* const* states) {
+  update_element_impl<T, K>(math, i, p, g, states, std::make_index_sequence<K>{});
+}
+
+}  // namespace loom::kernels

@@ -1,3 +1,5 @@
+// The factories declared in core/factories.h (as the tensor API is declared in
+// core/tensor.h), defined here beside the fill and random kernels they call.
 #include "core/factories.h"
 
 #include <cmath>

@@ -1,0 +1,19 @@
+// The CPU backend's table (Note [kernel routing] in kernels/backend.h): each family of
+// CPU kernels fills its own slots, from the file that defines them.
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace loom::kernels::cpu {
+
+void add_elementwise_kernels(Backend& b);  // kernels/cpu/elementwise.cpp
+void add_random_kernels(Backend& b);       // random.cpp
+void add_reduce_kernels(Backend& b);       // reduce.cpp
+void add_arg_reduce_kernels(Backend& b);   // arg_reduce.cpp (with variance, cumsum)
+void add_softmax_kernels(Backend& b);      // softmax.cpp
+void add_matmul_kernels(Backend& b);       // matmul.cpp
+void add_index_kernels(Backend& b);        // index.cpp
+void add_rnn_kernels(Backend& b);          // rnn.cpp
+void add_optimizer_kernels(Backend& b);    // optim_update.cpp
+
+}  // namespace loom::kernels::cpu

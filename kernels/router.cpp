@@ -1,0 +1,212 @@
+// The device-neutral kernel entry points of kernels/kernels.h (Note [kernel routing] in
+// kernels/backend.h): each checks what holds on every device — its operands share one
+// device, above all — once, and calls that device's backend.
+#include "kernels/backend.h"
+#include "kernels/rnn_layer_check.h"
+
+namespace loom::kernels {
+namespace {
+
+// DeviceError naming `op` unless every defined operand is on operands[0]'s device; that
+// device's backend. A kernel handed tensors on two devices would read one of them through
+// a pointer it cannot use.
+const Backend& route(const char* op, std::initializer_list<const Tensor*> operands) {
+  const Device device = (*operands.begin())->device();
+  for (const Tensor* t : operands)
+    LOOM_CHECK(!t->defined() || t->device() == device, DeviceError, op, ": expected tensors on one device, got ",
+               device, " and ", t->device());
+  return backend_for(device, op);
+}
+
+// The slot of `b` for `op`, or a DeviceError when the backend has no such kernel.
+template <typename F>
+F slot(const Backend& b, F Backend::*kernel, const char* op) {
+  F f = b.*kernel;
+  LOOM_CHECK(f != nullptr, DeviceError, op, ": the ", b.name, " backend of this build has no kernel for it");
+  return f;
+}
+
+// What a fused optimizer update reads: `what` defined, contiguous, on p's device, of p's
+// dtype and size. A state tensor left on another device (an optimizer made before the
+// model moved) would otherwise be read through a pointer the loop cannot use.
+void check_update_operand(const char* op, const Tensor& p, const Tensor& t, const char* what) {
+  LOOM_CHECK(t.defined(), ValueError, op, ": the parameter has no ", what);
+  LOOM_CHECK(t.device() == p.device(), DeviceError, op, ": ", what, " on ", t.device(), " but the parameter on ",
+             p.device());
+  LOOM_CHECK(t.dtype() == p.dtype() && t.sizes() == p.sizes(), ValueError, op, ": ", what, " ",
+             shape_str(t.sizes()), " ", dtype_name(t.dtype()), " does not match its parameter ", shape_str(p.sizes()),
+             " ", dtype_name(p.dtype()));
+  LOOM_CHECK(t.is_contiguous(), ValueError, op, ": the update needs a contiguous ", what);
+}
+
+template <size_t K>
+const Backend& route_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, K>& states) {
+  check_update_operand(op, p, p, "parameter");
+  check_update_operand(op, p, g, "gradient");
+  for (const Tensor& s : states)
+    if (s.defined()) check_update_operand(op, p, s, "state tensor");
+  return backend_for(p.device(), op);
+}
+
+}  // namespace
+
+const Backend& backend_for(Device device, const char* op) {
+  if (device.is_cpu()) return cpu_backend();
+  const Backend* cuda = cuda_backend();
+  LOOM_CHECK(cuda != nullptr, DeviceError, op, ": tensor on ", device,
+             " has no kernels in this build (Loom was built without CUDA support)");
+  return *cuda;
+}
+
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
+  slot(route("unary", {&out, &in}), &Backend::unary, "unary")(op, out, in, arg0, arg1);
+}
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
+  slot(route("binary", {&out, &a, &b}), &Backend::binary, "binary")(op, out, a, b, alpha);
+}
+
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  slot(route("where", {&out, &cond, &a, &b}), &Backend::where, "where")(out, cond, a, b);
+}
+
+void copy(const Tensor& dst, const Tensor& src) {
+  slot(route("copy", {&dst, &src}), &Backend::copy, "copy")(dst, src);
+}
+
+// A transfer runs on the backend of the side that is not the CPU (host <-> device, or
+// device <-> device).
+void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking) {
+  const Device device = dst.is_cpu() ? src.device() : dst.device();
+  const char* op = "copy across devices";
+  slot(backend_for(device, op), &Backend::copy_across_devices, op)(dst, src, non_blocking);
+}
+
+void fill(const Tensor& dst, Scalar value) {
+  slot(route("fill", {&dst}), &Backend::fill, "fill")(dst, value);
+}
+
+void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
+  slot(route("uniform_", {&dst}), &Backend::uniform, "uniform_")(dst, low, high, seed, offset);
+}
+
+void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset) {
+  slot(route("normal_", {&dst}), &Backend::normal, "normal_")(dst, mean, std, seed, offset);
+}
+
+void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offset) {
+  slot(route("bernoulli", {&dst, &p}), &Backend::bernoulli, "bernoulli")(dst, p, seed, offset);
+}
+
+void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset) {
+  LOOM_CHECK(p >= 0 && p <= 1, ValueError, "bernoulli: p must be in [0, 1], got ", p);
+  slot(route("bernoulli", {&dst}), &Backend::bernoulli_scalar, "bernoulli")(dst, p, seed, offset);
+}
+
+void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
+  slot(route("randint", {&dst}), &Backend::randint, "randint")(dst, low, high, seed, offset);
+}
+
+void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) {
+  slot(route("reduce", {&out, &in}), &Backend::reduce, "reduce")(op, out, in, dims);
+}
+
+void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
+  const char* op = is_max ? "max" : "min";
+  slot(route(op, {&values, &indices, &in}), &Backend::arg_reduce, op)(is_max, values, indices, in, dim);
+}
+
+void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction) {
+  slot(route("var", {&out, &in}), &Backend::variance, "var")(out, in, dims, correction);
+}
+
+void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
+  slot(route("cumsum", {&out, &in}), &Backend::cumsum, "cumsum")(out, in, dim);
+}
+
+void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
+  slot(route("softmax", {&out, &in}), &Backend::softmax, "softmax")(out, in, dim, log);
+}
+
+void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y, int64_t dim, bool log) {
+  const char* op = "softmax_backward";
+  slot(route(op, {&grad_in, &grad_out, &y}), &Backend::softmax_backward, op)(grad_in, grad_out, y, dim, log);
+}
+
+void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
+  slot(route("bmm", {&out, &a, &b}), &Backend::bmm, "bmm")(out, a, b, beta);
+}
+
+void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  const char* op = "index_select";
+  slot(route(op, {&out, &in, &index}), &Backend::index_select, op)(out, in, dim, index);
+}
+
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  slot(route("index_add", {&out, &index, &src}), &Backend::index_add, "index_add")(out, dim, index, src);
+}
+
+void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  slot(route("gather", {&out, &in, &index}), &Backend::gather, "gather")(out, in, dim, index);
+}
+
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  const char* op = "scatter_add";
+  slot(route(op, {&out, &index, &src}), &Backend::scatter_add, op)(out, dim, index, src);
+}
+
+void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
+  const char* op = lower ? "tril" : "triu";
+  slot(route(op, {&out, &in}), &Backend::triangle, op)(out, in, k, lower);
+}
+
+void check_indices(const Tensor& index, int64_t size, const char* op) {
+  slot(route(op, {&index}), &Backend::check_indices, op)(index, size, op);
+}
+
+RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
+  check_rnn_layer(in);
+  return slot(backend_for(in.x.device(), "rnn"), &Backend::rnn_layer_forward, "rnn")(in);
+}
+
+RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
+                                 const Tensor& dh_n, const Tensor& dc_n) {
+  check_rnn_layer(in);
+  return slot(route("rnn backward", {&in.x, &dy, &dh_n, &dc_n}), &Backend::rnn_layer_backward, "rnn backward")(
+      in, reserve, dy, dh_n, dc_n);
+}
+
+bool rnn_stack_supported(const Tensor& x) {
+  const Backend& b = backend_for(x.device(), "rnn");
+  return b.rnn_stack_supports != nullptr && b.rnn_stack_supports(x);
+}
+
+RNNStackOutput rnn_stack_forward(const RNNStackConfig& config, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                                 const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths) {
+  const char* op = "rnn (whole stack)";
+  return slot(route(op, {&x, &hx, &cx}), &Backend::rnn_stack_forward, op)(config, x, hx, cx, weights, lengths);
+}
+
+RNNStackGrads rnn_stack_backward(const RNNStackSaved& saved, const Tensor& x, const Tensor& hx, const Tensor& cx,
+                                 const Tensor& y, const Tensor& dy, const Tensor& dhy, const Tensor& dcy) {
+  const char* op = "rnn backward (whole stack)";
+  return slot(route(op, {&x, &hx, &cx, &y, &dy, &dhy, &dcy}), &Backend::rnn_stack_backward, op)(
+      saved, x, hx, cx, y, dy, dhy, dcy);
+}
+
+void sgd_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 1>& states,
+                const SgdMath<double>& math) {
+  slot(route_update(op, p, g, states), &Backend::sgd_update, op)(op, p, g, states, math);
+}
+
+void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
+                 const AdamMath<double>& math) {
+  slot(route_update(op, p, g, states), &Backend::adam_update, op)(op, p, g, states, math);
+}
+
+void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
+                    const RmspropMath<double>& math) {
+  slot(route_update(op, p, g, states), &Backend::rmsprop_update, op)(op, p, g, states, math);
+}
+
+}  // namespace loom::kernels
