@@ -23,25 +23,12 @@ void fused_update(const char* op, const Tensor& p, const Tensor& g, const std::a
   });
 }
 
-void sgd_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 1>& states,
-                const SgdMath<double>& math) {
-  fused_update(op, p, g, states, math);
-}
-void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                 const AdamMath<double>& math) {
-  fused_update(op, p, g, states, math);
-}
-void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                    const RmspropMath<double>& math) {
-  fused_update(op, p, g, states, math);
-}
-
 }  // namespace
 
 void add_optimizer_kernels(Backend& b) {
-  b.sgd_update = &sgd_update;
-  b.adam_update = &adam_update;
-  b.rmsprop_update = &rmsprop_update;
+  b.sgd_update = &fused_update<1, SgdMath>;
+  b.adam_update = &fused_update<3, AdamMath>;
+  b.rmsprop_update = &fused_update<3, RmspropMath>;
 }
 
 }  // namespace loom::kernels::cpu

@@ -37,27 +37,12 @@ void launch(const char* op, const Tensor& p, const Tensor& g, const std::array<T
   });
 }
 
-void sgd_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 1>& states,
-                const SgdMath<double>& math) {
-  launch(op, p, g, states, math);
-}
-
-void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                 const AdamMath<double>& math) {
-  launch(op, p, g, states, math);
-}
-
-void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                    const RmspropMath<double>& math) {
-  launch(op, p, g, states, math);
-}
-
 }  // namespace
 
 void add_optimizer_kernels(Backend& b) {
-  b.sgd_update = &sgd_update;
-  b.adam_update = &adam_update;
-  b.rmsprop_update = &rmsprop_update;
+  b.sgd_update = &launch<1, SgdMath>;
+  b.adam_update = &launch<3, AdamMath>;
+  b.rmsprop_update = &launch<3, RmspropMath>;
 }
 
 }  // namespace loom::kernels::cuda
