@@ -165,7 +165,7 @@ const UnaryCase kUnaryCases[] = {
     {UnaryOp::PowScalar, "pow_scalar", 3}, {UnaryOp::AddScalar, "add_scalar", 1.5},
     {UnaryOp::MulScalar, "mul_scalar", -2},
 };
-static_assert(std::size(kUnaryCases) == size_t(kernels::kNumUnaryOps), "every unary op is tested");
+static_assert(std::size(kUnaryCases) == size_t(UnaryOp::kCount), "every unary op is tested");
 
 struct BinaryCase {
   BinaryOp op;
@@ -181,7 +181,7 @@ const BinaryCase kBinaryCases[] = {
     {BinaryOp::GeluBackward, "gelu_backward"}, {BinaryOp::GeluTanhBackward, "gelu_tanh_backward"},
     {BinaryOp::SiluBackward, "silu_backward"},
 };
-static_assert(std::size(kBinaryCases) == size_t(kernels::kNumBinaryOps), "every binary op is tested");
+static_assert(std::size(kBinaryCases) == size_t(BinaryOp::kCount), "every binary op is tested");
 
 // ---- host emulation of the kernels' grid --------------------------------------------------------
 
@@ -498,7 +498,7 @@ TEST_CASE("cuda kernels: unary ops match the CPU for every dtype and layout", "[
   manual_seed(11);
   for (const UnaryCase& c : kUnaryCases) {
     for (DType dt : kAllDTypes) {
-      if (kernels::unary_needs_float(c.op) && !is_floating_point(dt)) continue;
+      if (kernels::needs_float(c.op) && !is_floating_point(dt)) continue;
       const DType out_dtype = c.op == UnaryOp::LogicalNot ? kBool : dt;
       compare_everywhere(std::string(c.name) + " " + name_of(dt), out_dtype,
                          {{dt, &kContiguous, c.positive ? 0.1 : -2.0}},
@@ -514,7 +514,7 @@ TEST_CASE("cuda kernels: binary ops match the CPU for every dtype and layout", "
   manual_seed(12);
   for (const BinaryCase& c : kBinaryCases) {
     for (DType dt : kAllDTypes) {
-      if (kernels::binary_needs_float(c.op) && !is_floating_point(dt)) continue;
+      if (kernels::needs_float(c.op) && !is_floating_point(dt)) continue;
       const DType out_dtype = kernels::is_comparison(c.op) ? kBool : dt;
       compare_everywhere(std::string(c.name) + " " + name_of(dt), out_dtype,
                          {{dt, &kContiguous, c.positive_a ? 0.1 : -2.0}, {dt}},
