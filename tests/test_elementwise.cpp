@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
+#include "elementwise_cases.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -51,8 +52,6 @@ std::vector<std::pair<const char*, Tensor>> layouts(int64_t rows, int64_t cols, 
 }
 
 Tensor leaf_like_layout(const Tensor& t) { return t.to(kFloat64).detach().requires_grad_(true); }
-
-double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 
 struct UnaryCase {
   const char* name;
@@ -524,6 +523,38 @@ TEST_CASE("binary op errors name the op and both shapes", "[core]") {
   CHECK(broadcast_shapes({5, 1, 3}, {4, 1}, "op") == Shape{5, 4, 3});
   CHECK(broadcast_shapes({}, {2}, "op") == Shape{2});
   CHECK(broadcast_shapes({0}, {1}, "op") == Shape{0});
+}
+
+// ---- every kernel op, from the op tables (kernels/elementwise_ops.h) --------------------------
+
+TEST_CASE("every unary kernel matches its reference in every float dtype", "[core]") {
+  manual_seed(21);
+  for (const UnaryOpCase& c : kUnaryOpCases) {  // every UnaryOp (elementwise_cases.h)
+    for (DType dt : float_dtypes()) {
+      INFO(op_label(c.op) << ", " << dtype_name(dt));
+      Tensor x = random_nonzero({5, 7}, dt, c.low, c.high);
+      Tensor out = empty(x.sizes(), kernels::outputs_bool(c.op) ? kBool : dt);
+      kernels::unary(c.op, out, x, c.arg0, c.arg1);
+      std::vector<double> ref;
+      for (double v : values(x)) ref.push_back(c.ref(v, c.arg0, c.arg1));
+      check_close(out, ref, out.dtype(), op_label(c.op));
+    }
+  }
+}
+
+TEST_CASE("every binary kernel matches its reference in every float dtype", "[core]") {
+  manual_seed(22);
+  for (const BinaryOpCase& c : kBinaryOpCases) {  // every BinaryOp (elementwise_cases.h)
+    for (DType dt : float_dtypes()) {
+      INFO(op_label(c.op) << ", " << dtype_name(dt));
+      Tensor a = random_nonzero({5, 7}, dt, c.a_low, c.a_high), b = random_nonzero({5, 7}, dt);
+      Tensor out = empty(a.sizes(), kernels::outputs_bool(c.op) ? kBool : dt);
+      kernels::binary(c.op, out, a, b, kBinaryAlpha);
+      std::vector<double> av = values(a), bv = values(b), ref;
+      for (size_t i = 0; i < av.size(); ++i) ref.push_back(c.ref(av[i], bv[i], kBinaryAlpha));
+      check_close(out, ref, out.dtype(), op_label(c.op));
+    }
+  }
 }
 
 // ---- in place ------------------------------------------------------------------------------
