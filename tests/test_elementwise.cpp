@@ -3,15 +3,18 @@
 // scalar and in-place forms, operators, type promotion, where/masked_fill/clamp,
 // gradchecks, and the error paths.
 #include <cmath>
+#include <map>
 #include <variant>
 
 #include "autograd/node.h"
 #include "elementwise_cases.h"
+#include "kernels/functors.h"
 #include "test_util.h"
 
 using namespace loom;
 using namespace loom::test;
 using kernels::BinaryOp;
+using kernels::ReduceOp;
 using kernels::UnaryOp;
 
 namespace {
@@ -593,6 +596,52 @@ TEST_CASE("every binary kernel matches its reference in every float dtype", "[co
       check_close(out, ref, out.dtype(), op_label(c.op));
     }
   }
+}
+
+namespace {
+
+// Every row of an op table has a name (error messages show it), and no two rows share one
+// except the pairs of row indices in `twins`. A backward node's name ends in "Backward".
+template <typename Row, size_t N>
+void check_names(const Row (&rows)[N], const std::vector<std::pair<int, int>>& twins = {}) {
+  std::map<std::string, int> first_row;  // name -> the first row that has it
+  for (const Row& r : rows) {
+    INFO(op_label(r.op));
+    REQUIRE(r.name != nullptr);
+    CHECK(std::string(r.name) != "");
+    if (r.backward_name) CHECK(std::string(r.backward_name).ends_with("Backward"));
+    const auto [it, first] = first_row.emplace(r.name, int(r.op));
+    if (!first) {
+      INFO("row " << it->second << " has the same name");
+      CHECK(std::find(twins.begin(), twins.end(), std::pair{it->second, int(r.op)}) != twins.end());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("op tables: every row has a name, and no two rows share one", "[core]") {
+  // gelu(approximate = "tanh") is gelu to its users: its two kernels share the name.
+  check_names(kernels::kUnaryOps, {{int(UnaryOp::Gelu), int(UnaryOp::GeluTanh)}});
+  check_names(kernels::kBinaryOps);
+  check_names(kernels::kReduceOps);
+}
+
+TEST_CASE("dispatch_enum throws InternalError for a value outside its enum", "[core]") {
+  int runs = 0;
+  const auto run_unary = [&]<UnaryOp>() { ++runs; };
+  kernels::dispatch_enum(UnaryOp::Exp, run_unary);
+  CHECK(runs == 1);
+  require_throws_with<InternalError>([&] { kernels::dispatch_enum(UnaryOp::kCount, run_unary); },
+                                     {"dispatch_enum", "UnaryOp value " + std::to_string(int(UnaryOp::kCount))});
+  require_throws_with<InternalError>([&] { kernels::dispatch_enum(BinaryOp(-1), [&]<BinaryOp>() { ++runs; }); },
+                                     {"dispatch_enum", "BinaryOp value -1"});
+  CHECK(runs == 1);  // nothing ran for them
+  // The kernels pass the error on instead of leaving their output unwritten.
+  Tensor x = ones({3}), out = empty({3}), total = empty({});
+  require_throws_with<InternalError>([&] { kernels::unary(UnaryOp::kCount, out, x); }, {"UnaryOp"});
+  require_throws_with<InternalError>([&] { kernels::binary(BinaryOp::kCount, out, x, x); }, {"BinaryOp"});
+  require_throws_with<InternalError>([&] { kernels::reduce(ReduceOp::kCount, total, x, {0}); }, {"ReduceOp"});
 }
 
 // ---- in place ------------------------------------------------------------------------------
