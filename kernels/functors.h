@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/error.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
 
@@ -24,23 +25,18 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
 // Calls f.template operator()<E(i)>() for the enumerator equal to e, so the op becomes a
-// template argument and each loop body is compiled (and vectorised) per op.
-template <typename E, int Count, typename F>
+// template argument and each loop body is compiled (and vectorised) per op. E is one of
+// the op enums (kernels/elementwise_ops.h): it ends with kCount, and a value outside
+// [0, kCount) is a Loom bug that would otherwise run nothing and leave the output unwritten.
+template <typename E, typename F>
 void dispatch_enum(E e, F&& f) {
+  constexpr int count = int(E::kCount);
+  LOOM_ASSERT(int(e) >= 0 && int(e) < count, "dispatch_enum: ", kEnumName<E>, " value ", int(e),
+              " is out of range (", kEnumName<E>, " has ", count, " ops)");
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((int(e) == I ? (f.template operator()<E(I)>(), 0) : 0), ...);
-  }(std::make_integer_sequence<int, Count>{});
+  }(std::make_integer_sequence<int, count>{});
 }
-constexpr int kNumUnaryOps = int(UnaryOp::MulScalar) + 1;
-constexpr int kNumBinaryOps = int(BinaryOp::SiluBackward) + 1;
-
-// Which dtypes an op accepts: the float-only ops reject integer and bool tensors.
-constexpr bool unary_needs_float(UnaryOp op) {
-  return !(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Relu ||
-           op == UnaryOp::Clamp || op == UnaryOp::AddScalar || op == UnaryOp::MulScalar ||
-           op == UnaryOp::PowScalar || op == UnaryOp::LogicalNot);
-}
-constexpr bool binary_needs_float(BinaryOp op) { return op >= BinaryOp::TanhBackward; }
 
 template <typename T>
 LOOM_HOST_DEVICE inline T ipow(T base, T exp) {

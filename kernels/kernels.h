@@ -20,37 +20,13 @@
 
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "kernels/elementwise_ops.h"
 #include "kernels/optim_math.h"
 
 namespace loom::kernels {
 
-enum class UnaryOp {
-  Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh,
-  Silu, Sign, LogicalNot,
-  Clamp,      // arg0 = min (or -inf), arg1 = max (or +inf)
-  PowScalar,  // x ^ arg0
-  AddScalar,  // x + arg0
-  MulScalar,  // x * arg0
-};
-
-enum class BinaryOp {
-  Add,  // a + alpha * b
-  Sub,  // a - alpha * b
-  Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,  // output bool
-  // Fused backward formulas: a = incoming gradient, b = the saved tensor named.
-  TanhBackward,     // b = tanh output: a * (1 - b^2)
-  SigmoidBackward,  // b = sigmoid output: a * b * (1 - b)
-  ReluBackward,     // b = relu input or output: b > 0 ? a : 0
-  GeluBackward,     // b = gelu input (erf form)
-  GeluTanhBackward, // b = gelu input (tanh form)
-  SiluBackward,     // b = silu input
-};
-
-constexpr bool is_comparison(BinaryOp op) {
-  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
-         op == BinaryOp::Gt || op == BinaryOp::Ge;
-}
+// UnaryOp, BinaryOp and ReduceOp, and a table row of facts per op (name, backward node,
+// dtypes, ...): kernels/elementwise_ops.h, Note [op tables].
 
 // out = op(in). out and in have the same shape and dtype, except LogicalNot (bool out).
 // May alias (out == in for in-place).
@@ -78,7 +54,6 @@ void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offse
 void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset);
 void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
 
-enum class ReduceOp { Sum, Mean, Max, Min, Prod };
 // out has in's shape with `dims` removed (keepdim is the caller's view business).
 // Sum/Mean/Prod accumulate in opmath (float for 16-bit floats). Empty dims is not allowed.
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims);

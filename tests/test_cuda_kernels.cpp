@@ -14,6 +14,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "elementwise_cases.h"
 #include "test_util.h"
 
 #include "kernels/cuda/gemm_plan.h"
@@ -143,45 +144,6 @@ void compare_everywhere(const std::string& what, DType out_dtype, const std::vec
 }
 
 std::string name_of(DType t) { return dtype_name(t); }
-
-// ---- the ops ----------------------------------------------------------------------------------
-
-struct UnaryCase {
-  UnaryOp op;
-  const char* name;
-  double arg0 = 0, arg1 = 0;
-  bool positive = false;  // inputs in [0.1, 2] (log, sqrt, ... of negatives are NaN)
-};
-const UnaryCase kUnaryCases[] = {
-    {UnaryOp::Neg, "neg"},         {UnaryOp::Abs, "abs"},
-    {UnaryOp::Exp, "exp"},         {UnaryOp::Log, "log", 0, 0, true},
-    {UnaryOp::Log1p, "log1p", 0, 0, true}, {UnaryOp::Sqrt, "sqrt", 0, 0, true},
-    {UnaryOp::Rsqrt, "rsqrt", 0, 0, true}, {UnaryOp::Sin, "sin"},
-    {UnaryOp::Cos, "cos"},         {UnaryOp::Tanh, "tanh"},
-    {UnaryOp::Sigmoid, "sigmoid"}, {UnaryOp::Relu, "relu"},
-    {UnaryOp::Gelu, "gelu"},       {UnaryOp::GeluTanh, "gelu_tanh"},
-    {UnaryOp::Silu, "silu"},       {UnaryOp::Sign, "sign"},
-    {UnaryOp::LogicalNot, "logical_not"}, {UnaryOp::Clamp, "clamp", -0.5, 0.7},
-    {UnaryOp::PowScalar, "pow_scalar", 3}, {UnaryOp::AddScalar, "add_scalar", 1.5},
-    {UnaryOp::MulScalar, "mul_scalar", -2},
-};
-static_assert(std::size(kUnaryCases) == size_t(kernels::kNumUnaryOps), "every unary op is tested");
-
-struct BinaryCase {
-  BinaryOp op;
-  const char* name;
-  bool positive_a = false;  // a in [0.1, 2] (pow of a negative base is NaN)
-};
-const BinaryCase kBinaryCases[] = {
-    {BinaryOp::Add, "add"}, {BinaryOp::Sub, "sub"}, {BinaryOp::Mul, "mul"}, {BinaryOp::Div, "div"},
-    {BinaryOp::Pow, "pow", true}, {BinaryOp::Maximum, "maximum"}, {BinaryOp::Minimum, "minimum"},
-    {BinaryOp::Eq, "eq"}, {BinaryOp::Ne, "ne"}, {BinaryOp::Lt, "lt"}, {BinaryOp::Le, "le"},
-    {BinaryOp::Gt, "gt"}, {BinaryOp::Ge, "ge"}, {BinaryOp::TanhBackward, "tanh_backward"},
-    {BinaryOp::SigmoidBackward, "sigmoid_backward"}, {BinaryOp::ReluBackward, "relu_backward"},
-    {BinaryOp::GeluBackward, "gelu_backward"}, {BinaryOp::GeluTanhBackward, "gelu_tanh_backward"},
-    {BinaryOp::SiluBackward, "silu_backward"},
-};
-static_assert(std::size(kBinaryCases) == size_t(kernels::kNumBinaryOps), "every binary op is tested");
 
 // ---- host emulation of the kernels' grid --------------------------------------------------------
 
@@ -496,12 +458,11 @@ TEST_CASE("cuda loops (host): bmm's cuBLAS plan computes the CPU GEMM for every 
 TEST_CASE("cuda kernels: unary ops match the CPU for every dtype and layout", "[.cuda]") {
   LOOM_SKIP_WITHOUT_CUDA();
   manual_seed(11);
-  for (const UnaryCase& c : kUnaryCases) {
+  for (const UnaryOpCase& c : kUnaryOpCases) {  // every UnaryOp (elementwise_cases.h)
     for (DType dt : kAllDTypes) {
-      if (kernels::unary_needs_float(c.op) && !is_floating_point(dt)) continue;
-      const DType out_dtype = c.op == UnaryOp::LogicalNot ? kBool : dt;
-      compare_everywhere(std::string(c.name) + " " + name_of(dt), out_dtype,
-                         {{dt, &kContiguous, c.positive ? 0.1 : -2.0}},
+      if (kernels::needs_float(c.op) && !is_floating_point(dt)) continue;
+      const DType out_dtype = kernels::outputs_bool(c.op) ? kBool : dt;
+      compare_everywhere(op_label(c.op) + " " + name_of(dt), out_dtype, {{dt, &kContiguous, c.low, c.high}},
                          [&](const Tensor& out, const std::vector<Tensor>& in) {
                            kernels::unary(c.op, out, in[0], c.arg0, c.arg1);
                          });
@@ -512,14 +473,13 @@ TEST_CASE("cuda kernels: unary ops match the CPU for every dtype and layout", "[
 TEST_CASE("cuda kernels: binary ops match the CPU for every dtype and layout", "[.cuda]") {
   LOOM_SKIP_WITHOUT_CUDA();
   manual_seed(12);
-  for (const BinaryCase& c : kBinaryCases) {
+  for (const BinaryOpCase& c : kBinaryOpCases) {  // every BinaryOp (elementwise_cases.h)
     for (DType dt : kAllDTypes) {
-      if (kernels::binary_needs_float(c.op) && !is_floating_point(dt)) continue;
-      const DType out_dtype = kernels::is_comparison(c.op) ? kBool : dt;
-      compare_everywhere(std::string(c.name) + " " + name_of(dt), out_dtype,
-                         {{dt, &kContiguous, c.positive_a ? 0.1 : -2.0}, {dt}},
+      if (kernels::needs_float(c.op) && !is_floating_point(dt)) continue;
+      const DType out_dtype = kernels::outputs_bool(c.op) ? kBool : dt;
+      compare_everywhere(op_label(c.op) + " " + name_of(dt), out_dtype, {{dt, &kContiguous, c.a_low, c.a_high}, {dt}},
                          [&](const Tensor& out, const std::vector<Tensor>& in) {
-                           kernels::binary(c.op, out, in[0], in[1], /*alpha=*/2.0);
+                           kernels::binary(c.op, out, in[0], in[1], kBinaryAlpha);
                          });
     }
   }

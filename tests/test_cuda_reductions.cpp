@@ -76,16 +76,6 @@ std::string dims_str(const Dims& dims) {
   return s;
 }
 
-const char* op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    default: return "prod";
-  }
-}
-
 // A (6, 9, 5) input, contiguous or as the transpose of a (5, 9, 6) base.
 Inputs input_3d(DType dtype, bool transposed) {
   const Tensor base = random_nonzero(transposed ? Shape{5, 9, 6} : Shape{6, 9, 5}, dtype);
@@ -106,9 +96,10 @@ TEST_CASE("cuda reductions: reduce matches the CPU for every dtype, dims and lay
     for (bool transposed : {false, true}) {
       const Inputs in = input_3d(dtype, transposed);
       for (const Dims& dims : kDimSets) {
-        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod}) {
+        for (const kernels::ReduceOpInfo& row : kernels::kReduceOps) {  // every ReduceOp
+          const ReduceOp op = row.op;
           if (op == ReduceOp::Prod && dims.size() > 1) continue;  // keep products finite
-          compare(std::string(op_name(op)) + " " + dtype_name(dtype) + " dims " + dims_str(dims) +
+          compare(std::string(row.name) + " " + dtype_name(dtype) + " dims " + dims_str(dims) +
                       (transposed ? " transposed" : ""),
                   {{without({6, 9, 5}, dims), dtype}}, in,
                   [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
@@ -131,7 +122,7 @@ TEST_CASE("cuda reductions: full reductions of 1, 7, 1000 and 1000003 elements",
         // Summation order differs (tree vs SIMD lanes): allow float32 rounding of n terms
         // in a sum (a mean divides that by n).
         const double extra = dtype != kFloat32 ? 0 : op == ReduceOp::Sum ? 1e-6 * double(n) : 1e-6;
-        compare(std::string(op_name(op)) + " n=" + std::to_string(n) + " " + dtype_name(dtype), {{{}, dtype}}, in,
+        compare(std::string(kernels::op_info(op).name) + " n=" + std::to_string(n) + " " + dtype_name(dtype), {{{}, dtype}}, in,
                 [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
                   kernels::reduce(op, o[0], x[0], {0});
                 }, extra);

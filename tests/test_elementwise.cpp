@@ -3,12 +3,19 @@
 // scalar and in-place forms, operators, type promotion, where/masked_fill/clamp,
 // gradchecks, and the error paths.
 #include <cmath>
+#include <map>
+#include <variant>
 
 #include "autograd/node.h"
+#include "elementwise_cases.h"
+#include "kernels/functors.h"
 #include "test_util.h"
 
 using namespace loom;
 using namespace loom::test;
+using kernels::BinaryOp;
+using kernels::ReduceOp;
+using kernels::UnaryOp;
 
 namespace {
 
@@ -52,7 +59,12 @@ std::vector<std::pair<const char*, Tensor>> layouts(int64_t rows, int64_t cols, 
 
 Tensor leaf_like_layout(const Tensor& t) { return t.to(kFloat64).detach().requires_grad_(true); }
 
-double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+// The kernel op a Tensor-level case runs: x + 2 and 3 - x are binary ops with a 0-dim b.
+using KernelOp = std::variant<UnaryOp, BinaryOp>;
+
+const char* backward_name(const KernelOp& op) {
+  return std::visit([](auto o) { return kernels::op_info(o).backward_name; }, op);
+}
 
 struct UnaryCase {
   const char* name;
@@ -60,53 +72,74 @@ struct UnaryCase {
   std::function<double(double)> ref;
   double low, high;  // input range
   bool ints;         // also defined on integer tensors (same dtype out)
-  bool differentiable;
+  KernelOp op;       // differentiable if its row (kernels/elementwise_ops.h) names a backward node
 };
 
 const std::vector<UnaryCase>& unary_cases() {
   static const std::vector<UnaryCase> cases = {
-      {"neg", [](const Tensor& x) { return x.neg(); }, [](double x) { return -x; }, -2, 2, true, true},
-      {"operator-", [](const Tensor& x) { return -x; }, [](double x) { return -x; }, -2, 2, true, true},
-      {"abs", [](const Tensor& x) { return x.abs(); }, [](double x) { return std::abs(x); }, -2, 2, true, true},
-      {"exp", [](const Tensor& x) { return x.exp(); }, [](double x) { return std::exp(x); }, -2, 2, false, true},
-      {"log", [](const Tensor& x) { return x.log(); }, [](double x) { return std::log(x); }, 0.1, 3, false, true},
-      {"log1p", [](const Tensor& x) { return x.log1p(); }, [](double x) { return std::log1p(x); }, -0.5, 2, false, true},
-      {"sqrt", [](const Tensor& x) { return x.sqrt(); }, [](double x) { return std::sqrt(x); }, 0.1, 3, false, true},
-      {"rsqrt", [](const Tensor& x) { return x.rsqrt(); }, [](double x) { return 1 / std::sqrt(x); }, 0.1, 3, false, true},
-      {"sin", [](const Tensor& x) { return x.sin(); }, [](double x) { return std::sin(x); }, -3, 3, false, true},
-      {"cos", [](const Tensor& x) { return x.cos(); }, [](double x) { return std::cos(x); }, -3, 3, false, true},
-      {"tanh", [](const Tensor& x) { return x.tanh(); }, [](double x) { return std::tanh(x); }, -3, 3, false, true},
-      {"sigmoid", [](const Tensor& x) { return x.sigmoid(); }, sigmoid_ref, -4, 4, false, true},
-      {"relu", [](const Tensor& x) { return x.relu(); }, [](double x) { return x > 0 ? x : 0; }, -2, 2, true, true},
+      {"neg", [](const Tensor& x) { return x.neg(); }, [](double x) { return -x; }, -2, 2, true, UnaryOp::Neg},
+      {"operator-", [](const Tensor& x) { return -x; }, [](double x) { return -x; }, -2, 2, true, UnaryOp::Neg},
+      {"abs", [](const Tensor& x) { return x.abs(); }, [](double x) { return std::abs(x); }, -2, 2, true, UnaryOp::Abs},
+      {"exp", [](const Tensor& x) { return x.exp(); }, [](double x) { return std::exp(x); },
+       -2, 2, false, UnaryOp::Exp},
+      {"log", [](const Tensor& x) { return x.log(); }, [](double x) { return std::log(x); },
+       0.1, 3, false, UnaryOp::Log},
+      {"log1p", [](const Tensor& x) { return x.log1p(); }, [](double x) { return std::log1p(x); },
+       -0.5, 2, false, UnaryOp::Log1p},
+      {"sqrt", [](const Tensor& x) { return x.sqrt(); }, [](double x) { return std::sqrt(x); },
+       0.1, 3, false, UnaryOp::Sqrt},
+      {"rsqrt", [](const Tensor& x) { return x.rsqrt(); }, [](double x) { return 1 / std::sqrt(x); },
+       0.1, 3, false, UnaryOp::Rsqrt},
+      {"sin", [](const Tensor& x) { return x.sin(); }, [](double x) { return std::sin(x); },
+       -3, 3, false, UnaryOp::Sin},
+      {"cos", [](const Tensor& x) { return x.cos(); }, [](double x) { return std::cos(x); },
+       -3, 3, false, UnaryOp::Cos},
+      {"tanh", [](const Tensor& x) { return x.tanh(); }, [](double x) { return std::tanh(x); },
+       -3, 3, false, UnaryOp::Tanh},
+      {"sigmoid", [](const Tensor& x) { return x.sigmoid(); }, sigmoid_ref, -4, 4, false, UnaryOp::Sigmoid},
+      {"relu", [](const Tensor& x) { return x.relu(); }, [](double x) { return x > 0 ? x : 0; },
+       -2, 2, true, UnaryOp::Relu},
       {"gelu", [](const Tensor& x) { return x.gelu(); },
-       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, -3, 3, false, true},
+       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, -3, 3, false, UnaryOp::Gelu},
       {"gelu tanh", [](const Tensor& x) { return x.gelu(true); },
        [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); },
-       -3, 3, false, true},
-      {"silu", [](const Tensor& x) { return x.silu(); }, [](double x) { return x * sigmoid_ref(x); }, -3, 3, false, true},
-      {"square", [](const Tensor& x) { return x.square(); }, [](double x) { return x * x; }, -2, 2, true, true},
-      {"sign", [](const Tensor& x) { return x.sign(); }, [](double x) { return double((x > 0) - (x < 0)); }, -2, 2, true, false},
+       -3, 3, false, UnaryOp::GeluTanh},
+      {"silu", [](const Tensor& x) { return x.silu(); }, [](double x) { return x * sigmoid_ref(x); },
+       -3, 3, false, UnaryOp::Silu},
+      {"square", [](const Tensor& x) { return x.square(); }, [](double x) { return x * x; },
+       -2, 2, true, BinaryOp::Mul},
+      {"sign", [](const Tensor& x) { return x.sign(); }, [](double x) { return double((x > 0) - (x < 0)); },
+       -2, 2, true, UnaryOp::Sign},
       {"clamp", [](const Tensor& x) { return x.clamp(-1, 2); }, [](double x) { return std::min(std::max(x, -1.0), 2.0); },
-       -3, 3, true, true},
+       -3, 3, true, UnaryOp::Clamp},
       {"clamp float bounds", [](const Tensor& x) { return x.clamp(-1.5, 1.5); },
-       [](double x) { return std::min(std::max(x, -1.5), 1.5); }, -3, 3, false, true},
+       [](double x) { return std::min(std::max(x, -1.5), 1.5); }, -3, 3, false, UnaryOp::Clamp},
       {"clamp min", [](const Tensor& x) { return x.clamp(0.5, std::nullopt); }, [](double x) { return std::max(x, 0.5); },
-       -2, 2, false, true},
+       -2, 2, false, UnaryOp::Clamp},
       {"clamp max", [](const Tensor& x) { return x.clamp(std::nullopt, -1); }, [](double x) { return std::min(x, -1.0); },
-       -3, 3, true, true},
-      {"pow 2", [](const Tensor& x) { return x.pow(2); }, [](double x) { return x * x; }, -2, 2, true, true},
-      {"pow 3", [](const Tensor& x) { return x.pow(3); }, [](double x) { return x * x * x; }, -2, 2, true, true},
-      {"pow 0", [](const Tensor& x) { return x.pow(0); }, [](double) { return 1.0; }, -2, 2, true, true},
-      {"pow 0.5", [](const Tensor& x) { return x.pow(0.5); }, [](double x) { return std::sqrt(x); }, 0.1, 3, false, true},
-      {"pow -1.5", [](const Tensor& x) { return x.pow(-1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.2, 3, false, true},
-      {"add scalar", [](const Tensor& x) { return x + 2; }, [](double x) { return x + 2; }, -2, 2, true, true},
-      {"scalar sub", [](const Tensor& x) { return 3 - x; }, [](double x) { return 3 - x; }, -2, 2, true, true},
-      {"mul scalar", [](const Tensor& x) { return x * -3; }, [](double x) { return -3 * x; }, -2, 2, true, true},
-      {"scalar mul", [](const Tensor& x) { return 2 * x; }, [](double x) { return 2 * x; }, -2, 2, true, true},
-      {"sub scalar", [](const Tensor& x) { return x - 1.5; }, [](double x) { return x - 1.5; }, -2, 2, false, true},
-      {"div scalar", [](const Tensor& x) { return x / 4.0; }, [](double x) { return x / 4; }, -2, 2, false, true},
-      {"scalar div", [](const Tensor& x) { return 1.5 / x; }, [](double x) { return 1.5 / x; }, -2, 2, false, true},
-      {"scalar add", [](const Tensor& x) { return 0.5 + x; }, [](double x) { return 0.5 + x; }, -2, 2, false, true},
+       -3, 3, true, UnaryOp::Clamp},
+      {"pow 2", [](const Tensor& x) { return x.pow(2); }, [](double x) { return x * x; },
+       -2, 2, true, UnaryOp::PowScalar},
+      {"pow 3", [](const Tensor& x) { return x.pow(3); }, [](double x) { return x * x * x; },
+       -2, 2, true, UnaryOp::PowScalar},
+      {"pow 0", [](const Tensor& x) { return x.pow(0); }, [](double) { return 1.0; }, -2, 2, true, UnaryOp::PowScalar},
+      {"pow 0.5", [](const Tensor& x) { return x.pow(0.5); }, [](double x) { return std::sqrt(x); },
+       0.1, 3, false, UnaryOp::PowScalar},
+      {"pow -1.5", [](const Tensor& x) { return x.pow(-1.5); }, [](double x) { return std::pow(x, -1.5); },
+       0.2, 3, false, UnaryOp::PowScalar},
+      {"add scalar", [](const Tensor& x) { return x + 2; }, [](double x) { return x + 2; }, -2, 2, true, BinaryOp::Add},
+      {"scalar sub", [](const Tensor& x) { return 3 - x; }, [](double x) { return 3 - x; }, -2, 2, true, BinaryOp::Sub},
+      {"mul scalar", [](const Tensor& x) { return x * -3; }, [](double x) { return -3 * x; },
+       -2, 2, true, BinaryOp::Mul},
+      {"scalar mul", [](const Tensor& x) { return 2 * x; }, [](double x) { return 2 * x; }, -2, 2, true, BinaryOp::Mul},
+      {"sub scalar", [](const Tensor& x) { return x - 1.5; }, [](double x) { return x - 1.5; },
+       -2, 2, false, BinaryOp::Sub},
+      {"div scalar", [](const Tensor& x) { return x / 4.0; }, [](double x) { return x / 4; },
+       -2, 2, false, BinaryOp::Div},
+      {"scalar div", [](const Tensor& x) { return 1.5 / x; }, [](double x) { return 1.5 / x; },
+       -2, 2, false, BinaryOp::Div},
+      {"scalar add", [](const Tensor& x) { return 0.5 + x; }, [](double x) { return 0.5 + x; },
+       -2, 2, false, BinaryOp::Add},
   };
   return cases;
 }
@@ -117,37 +150,37 @@ struct BinaryCase {
   std::function<double(double, double)> ref;
   double a_low, a_high, b_low, b_high;
   bool ints;  // also on integer tensors (the reference is then exact)
-  bool differentiable;
+  BinaryOp op;
 };
 
 const std::vector<BinaryCase>& binary_cases() {
   static const std::vector<BinaryCase> cases = {
       {"add", [](const Tensor& a, const Tensor& b) { return a.add(b); }, [](double a, double b) { return a + b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Add},
       {"add alpha", [](const Tensor& a, const Tensor& b) { return a.add(b, 3); }, [](double a, double b) { return a + 3 * b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Add},
       {"operator+", [](const Tensor& a, const Tensor& b) { return a + b; }, [](double a, double b) { return a + b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Add},
       {"sub", [](const Tensor& a, const Tensor& b) { return a.sub(b); }, [](double a, double b) { return a - b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Sub},
       {"sub alpha", [](const Tensor& a, const Tensor& b) { return a.sub(b, -2); }, [](double a, double b) { return a + 2 * b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Sub},
       {"operator-", [](const Tensor& a, const Tensor& b) { return a - b; }, [](double a, double b) { return a - b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Sub},
       {"mul", [](const Tensor& a, const Tensor& b) { return a.mul(b); }, [](double a, double b) { return a * b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Mul},
       {"operator*", [](const Tensor& a, const Tensor& b) { return a * b; }, [](double a, double b) { return a * b; },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Mul},
       {"div", [](const Tensor& a, const Tensor& b) { return a.div(b); }, [](double a, double b) { return a / b; },
-       -2, 2, -2, 2, false, true},
+       -2, 2, -2, 2, false, BinaryOp::Div},
       {"operator/", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double a, double b) { return a / b; },
-       -2, 2, -2, 2, false, true},
+       -2, 2, -2, 2, false, BinaryOp::Div},
       {"pow", [](const Tensor& a, const Tensor& b) { return a.pow(b); }, [](double a, double b) { return std::pow(a, b); },
-       0.2, 2, -2, 2, false, true},
+       0.2, 2, -2, 2, false, BinaryOp::Pow},
       {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, [](double a, double b) { return std::max(a, b); },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Maximum},
       {"minimum", [](const Tensor& a, const Tensor& b) { return a.minimum(b); }, [](double a, double b) { return std::min(a, b); },
-       -2, 2, -2, 2, true, true},
+       -2, 2, -2, 2, true, BinaryOp::Minimum},
   };
   return cases;
 }
@@ -272,12 +305,15 @@ TEST_CASE("unary op errors", "[core]") {
 TEST_CASE("unary ops gradcheck, contiguous and not", "[core]") {
   manual_seed(3);
   for (const UnaryCase& c : unary_cases()) {
-    if (!c.differentiable) continue;
+    if (!backward_name(c.op)) continue;
     for (auto& [layout, x] : layouts(2, 3, kFloat64, c.low, c.high)) {
       INFO(c.name << ", " << layout);
       Tensor in = x.detach().requires_grad_(true);
       CHECK(gradcheck([&](const std::vector<Tensor>& v) { return c.fn(v[0]); }, {in}));
     }
+    // The node recorded is the one the row of the case's op names.
+    INFO(c.name);
+    CHECK(c.fn(leaf({2, 3}, c.low, c.high)).grad_fn()->name() == backward_name(c.op));
   }
   // Ops without a gradient record no history.
   Tensor x = leaf({3});
@@ -490,6 +526,7 @@ TEST_CASE("binary ops gradcheck: broadcast, transposed, sliced", "[core]") {
       {"up", {3}, {2, 2, 3}},
   };
   for (const BinaryCase& c : binary_cases()) {
+    REQUIRE(kernels::is_differentiable(c.op));
     Fn f = [&](const std::vector<Tensor>& in) { return c.fn(in[0], in[1]); };
     for (const Inputs& s : shapes) {
       INFO(c.name << ", " << s.name);
@@ -505,6 +542,9 @@ TEST_CASE("binary ops gradcheck: broadcast, transposed, sliced", "[core]") {
     INFO(c.name << ", one side");
     CHECK(gradcheck(f, {leaf({2, 3}, c.a_low, c.a_high), random_nonzero({3}, kFloat64, c.b_low, c.b_high)}));
     CHECK(gradcheck(f, {random_nonzero({2, 3}, kFloat64, c.a_low, c.a_high), leaf({2, 3}, c.b_low, c.b_high)}));
+    // The node recorded is the one the row of the case's op names.
+    CHECK(f({leaf({2, 3}, c.a_low, c.a_high), leaf({3}, c.b_low, c.b_high)}).grad_fn()->name() ==
+          kernels::op_info(c.op).backward_name);
   }
 }
 
@@ -524,6 +564,84 @@ TEST_CASE("binary op errors name the op and both shapes", "[core]") {
   CHECK(broadcast_shapes({5, 1, 3}, {4, 1}, "op") == Shape{5, 4, 3});
   CHECK(broadcast_shapes({}, {2}, "op") == Shape{2});
   CHECK(broadcast_shapes({0}, {1}, "op") == Shape{0});
+}
+
+// ---- every kernel op, from the op tables (kernels/elementwise_ops.h) --------------------------
+
+TEST_CASE("every unary kernel matches its reference in every float dtype", "[core]") {
+  manual_seed(21);
+  for (const UnaryOpCase& c : kUnaryOpCases) {  // every UnaryOp (elementwise_cases.h)
+    for (DType dt : float_dtypes()) {
+      INFO(op_label(c.op) << ", " << dtype_name(dt));
+      Tensor x = random_nonzero({5, 7}, dt, c.low, c.high);
+      Tensor out = empty(x.sizes(), kernels::outputs_bool(c.op) ? kBool : dt);
+      kernels::unary(c.op, out, x, c.arg0, c.arg1);
+      std::vector<double> ref;
+      for (double v : values(x)) ref.push_back(c.ref(v, c.arg0, c.arg1));
+      check_close(out, ref, out.dtype(), op_label(c.op));
+    }
+  }
+}
+
+TEST_CASE("every binary kernel matches its reference in every float dtype", "[core]") {
+  manual_seed(22);
+  for (const BinaryOpCase& c : kBinaryOpCases) {  // every BinaryOp (elementwise_cases.h)
+    for (DType dt : float_dtypes()) {
+      INFO(op_label(c.op) << ", " << dtype_name(dt));
+      Tensor a = random_nonzero({5, 7}, dt, c.a_low, c.a_high), b = random_nonzero({5, 7}, dt);
+      Tensor out = empty(a.sizes(), kernels::outputs_bool(c.op) ? kBool : dt);
+      kernels::binary(c.op, out, a, b, kBinaryAlpha);
+      std::vector<double> av = values(a), bv = values(b), ref;
+      for (size_t i = 0; i < av.size(); ++i) ref.push_back(c.ref(av[i], bv[i], kBinaryAlpha));
+      check_close(out, ref, out.dtype(), op_label(c.op));
+    }
+  }
+}
+
+namespace {
+
+// Every row of an op table has a name (error messages show it), and no two rows share one
+// except the pairs of row indices in `twins`. A backward node's name ends in "Backward".
+template <typename Row, size_t N>
+void check_names(const Row (&rows)[N], const std::vector<std::pair<int, int>>& twins = {}) {
+  std::map<std::string, int> first_row;  // name -> the first row that has it
+  for (const Row& r : rows) {
+    INFO(op_label(r.op));
+    REQUIRE(r.name != nullptr);
+    CHECK(std::string(r.name) != "");
+    if (r.backward_name) CHECK(std::string(r.backward_name).ends_with("Backward"));
+    const auto [it, first] = first_row.emplace(r.name, int(r.op));
+    if (!first) {
+      INFO("row " << it->second << " has the same name");
+      CHECK(std::find(twins.begin(), twins.end(), std::pair{it->second, int(r.op)}) != twins.end());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("op tables: every row has a name, and no two rows share one", "[core]") {
+  // gelu(approximate = "tanh") is gelu to its users: its two kernels share the name.
+  check_names(kernels::kUnaryOps, {{int(UnaryOp::Gelu), int(UnaryOp::GeluTanh)}});
+  check_names(kernels::kBinaryOps);
+  check_names(kernels::kReduceOps);
+}
+
+TEST_CASE("dispatch_enum throws InternalError for a value outside its enum", "[core]") {
+  int runs = 0;
+  const auto run_unary = [&]<UnaryOp>() { ++runs; };
+  kernels::dispatch_enum(UnaryOp::Exp, run_unary);
+  CHECK(runs == 1);
+  require_throws_with<InternalError>([&] { kernels::dispatch_enum(UnaryOp::kCount, run_unary); },
+                                     {"dispatch_enum", "UnaryOp value " + std::to_string(int(UnaryOp::kCount))});
+  require_throws_with<InternalError>([&] { kernels::dispatch_enum(BinaryOp(-1), [&]<BinaryOp>() { ++runs; }); },
+                                     {"dispatch_enum", "BinaryOp value -1"});
+  CHECK(runs == 1);  // nothing ran for them
+  // The kernels pass the error on instead of leaving their output unwritten.
+  Tensor x = ones({3}), out = empty({3}), total = empty({});
+  require_throws_with<InternalError>([&] { kernels::unary(UnaryOp::kCount, out, x); }, {"UnaryOp"});
+  require_throws_with<InternalError>([&] { kernels::binary(BinaryOp::kCount, out, x, x); }, {"BinaryOp"});
+  require_throws_with<InternalError>([&] { kernels::reduce(ReduceOp::kCount, total, x, {0}); }, {"ReduceOp"});
 }
 
 // ---- in place ------------------------------------------------------------------------------

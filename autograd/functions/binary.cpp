@@ -11,6 +11,7 @@
 namespace loom {
 
 using kernels::BinaryOp;
+using kernels::SaveIf;
 
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
@@ -61,31 +62,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 namespace {
 
-const char* binary_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add: return "add";
-    case BinaryOp::Sub: return "sub";
-    case BinaryOp::Mul: return "mul";
-    case BinaryOp::Div: return "div";
-    case BinaryOp::Pow: return "pow";
-    case BinaryOp::Maximum: return "maximum";
-    case BinaryOp::Minimum: return "minimum";
-    case BinaryOp::Eq: return "eq";
-    case BinaryOp::Ne: return "ne";
-    case BinaryOp::Lt: return "lt";
-    case BinaryOp::Le: return "le";
-    case BinaryOp::Gt: return "gt";
-    case BinaryOp::Ge: return "ge";
-    default: return "binary";
-  }
-}
-
 // The dtype an op computes in: promoted, and floating for true division.
 DType compute_dtype(BinaryOp op, DType a, DType b) {
   DType t = promote_types(a, b);
   if (op == BinaryOp::Div && !is_floating_point(t)) t = kFloat32;
-  if (t == kBool && (op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow))
-    throw DTypeError(detail::str(binary_name(op), ": not supported for bool tensors"));
+  if (t == kBool && kernels::op_info(op).dtypes == kernels::OpDTypes::Numeric)
+    throw DTypeError(detail::str(kernels::op_info(op).name, ": not supported for bool tensors"));
   return t;
 }
 
@@ -137,33 +119,25 @@ std::vector<Tensor> binary_backward(BinaryOp op, BackwardContext& ctx, double al
 }
 
 Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double alpha = 1) {
-  const char* name = binary_name(op);
+  const kernels::BinaryOpInfo& info = kernels::op_info(op);  // Note [op tables]
+  const char* name = info.name;
   const Device device = meeting_device({&a_arg, &b_arg});
   const Tensor a_in = scalar_to(a_arg, device), b_in = scalar_to(b_arg, device);
   check_same_device(name, {&a_in, &b_in});
   const Shape shape = broadcast_shapes(a_in.sizes(), b_in.sizes(), name);
   const DType ct = compute_dtype(op, a_in.dtype(), b_in.dtype());
   const Tensor a = a_in.to(ct), b = b_in.to(ct);
-  const bool cmp = kernels::is_comparison(op);
-  Tensor out = empty(shape, TensorOptions(cmp ? kBool : ct).device(a.device()));
+  Tensor out = empty(shape, TensorOptions(kernels::outputs_bool(op) ? kBool : ct).device(a.device()));
   kernels::binary(op, out, broadcast_to_shape(a, shape, name), broadcast_to_shape(b, shape, name), alpha);
-  if (!cmp && needs_grad(a, b)) {
-    static const char* names[] = {"AddBackward", "SubBackward", "MulBackward", "DivBackward",
-                                  "PowBackward", "MaximumBackward", "MinimumBackward"};
-    // Save only what the needed gradients read (as PyTorch), so that an in-place change
-    // to anything else, e.g. x in x + y, is not reported as an error at backward.
+  if (info.backward_name && needs_grad(a, b)) {
+    // Save only what the gradients to be computed read (SaveIf, kernels/elementwise_ops.h).
     const bool ra = a.requires_grad(), rb = b.requires_grad();
-    bool save_a = false, save_b = false, save_out = false;
-    switch (op) {
-      case BinaryOp::Mul: save_a = rb; save_b = ra; break;
-      case BinaryOp::Div: save_b = true; save_out = rb; break;
-      case BinaryOp::Pow: save_a = save_b = true; save_out = rb; break;
-      case BinaryOp::Maximum:
-      case BinaryOp::Minimum: save_a = save_b = true; break;
-      default: break;  // Add, Sub: none
-    }
-    record(names[int(op)], {a, b}, {out},
-           {save_a ? a : Tensor(), save_b ? b : Tensor(), save_out ? out.detach() : Tensor()},
+    auto saves = [&](SaveIf when) {
+      return when == SaveIf::Always || (when == SaveIf::ANeedsGrad && ra) || (when == SaveIf::BNeedsGrad && rb);
+    };
+    record(info.backward_name, {a, b}, {out},
+           {saves(info.saves.a) ? a : Tensor(), saves(info.saves.b) ? b : Tensor(),
+            saves(info.saves.out) ? out.detach() : Tensor()},
            [op, alpha, a_shape = a.sizes(), b_shape = b.sizes()](BackwardContext& ctx) {
              return binary_backward(op, ctx, alpha, a_shape, b_shape);
            });
@@ -192,7 +166,7 @@ bool can_cast(DType from, DType to) {
 // In-place a = op(a, b): the fast path writes straight into a; with autograd the result
 // is computed out of place from a clone of a and copied back, and a takes its history.
 Tensor& binary_inplace(BinaryOp op, Tensor& self, const Tensor& other_arg, double alpha) {
-  const char* name = binary_name(op);
+  const char* name = kernels::op_info(op).name;
   check_inplace(self, name);
   const Tensor other = scalar_to(other_arg, self.device());
   check_same_device(name, {&self, &other});

@@ -20,7 +20,8 @@ int64_t checked_dim(const Tensor& t, int64_t dim, const char* op) {
 }
 
 Tensor extremum_all(const Tensor& self, bool is_max) {
-  const char* name = is_max ? "max" : "min";
+  const kernels::ReduceOp op = is_max ? kernels::ReduceOp::Max : kernels::ReduceOp::Min;
+  const char* name = kernels::op_info(op).name;
   LOOM_CHECK(self.numel() > 0, ValueError, name, ": the tensor of shape ", shape_str(self.sizes()),
              " is empty and has no ", name, " (reduce along a non-empty dim instead)");
   // The reduce kernel takes no bool; a bool max is the max of its 0/1 values.
@@ -29,10 +30,10 @@ Tensor extremum_all(const Tensor& self, bool is_max) {
   Dims all(size_t(flat.dim()));
   std::iota(all.begin(), all.end(), 0);
   Tensor out = empty({}, x.options());
-  kernels::reduce(is_max ? kernels::ReduceOp::Max : kernels::ReduceOp::Min, out, flat, all);
+  kernels::reduce(op, out, flat, all);
   if (self.dtype() == kBool) return out.to(kBool);
   if (needs_grad(x)) {
-    record(is_max ? "MaxBackward" : "MinBackward", {x}, {out}, {x, out.detach()}, [](BackwardContext& ctx) {
+    record(kernels::op_info(op).backward_name, {x}, {out}, {x, out.detach()}, [](BackwardContext& ctx) {
       // Tied extrema share the gradient evenly (PyTorch's amax rule); a NaN result goes to the NaNs.
       const Tensor& x = ctx.saved[0];
       const Tensor& y = ctx.saved[1];
@@ -69,7 +70,8 @@ std::pair<Tensor, Tensor> extremum_dim(const Tensor& self, int64_t dim_in, bool 
   ArgResult r = arg_extremum(self, dim_in, keepdim, is_max, is_max ? "max" : "min");
   if (needs_grad(r.x)) {
     const int64_t dim = r.dim;
-    record(is_max ? "MaxBackward" : "MinBackward", {r.x}, {r.values}, {r.x, r.indices},
+    const kernels::ReduceOp op = is_max ? kernels::ReduceOp::Max : kernels::ReduceOp::Min;
+    record(kernels::op_info(op).backward_name, {r.x}, {r.values}, {r.x, r.indices},
            [dim, keepdim](BackwardContext& ctx) {
              // The gradient goes to the chosen index of each slice: positions along dim
              // (shaped to broadcast there) are compared with the indices.

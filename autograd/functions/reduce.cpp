@@ -48,8 +48,9 @@ namespace {
 
 // Sum or mean; integer and bool inputs sum in int64 (as PyTorch), mean needs floats.
 Tensor sum_or_mean(const Tensor& self, const Dims& dims_in, bool keepdim, bool mean) {
-  const char* name = mean ? "mean" : "sum";
-  LOOM_CHECK(!mean || self.is_floating_point(), DTypeError, "mean: expected a floating-point tensor, got ",
+  const kernels::ReduceOp op = mean ? kernels::ReduceOp::Mean : kernels::ReduceOp::Sum;
+  const char* name = kernels::op_info(op).name;
+  LOOM_CHECK(!mean || self.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
              dtype_name(self.dtype()), " (convert with .to(loom::kFloat32))");
   const Dims dims = reduction_dims(self, dims_in, name);
   Tensor x = self.is_floating_point() ? self : self.to(kInt64);
@@ -58,7 +59,7 @@ Tensor sum_or_mean(const Tensor& self, const Dims& dims_in, bool keepdim, bool m
     out = x.clone();
   } else {
     out = empty(reduced_shape(x.sizes(), dims, false), x.options());
-    kernels::reduce(mean ? kernels::ReduceOp::Mean : kernels::ReduceOp::Sum, out, x, dims);
+    kernels::reduce(op, out, x, dims);
     if (keepdim) out = alias_with(out, reduced_shape(x.sizes(), dims, true),
                                   contiguous_strides(reduced_shape(x.sizes(), dims, true)), 0);
   }
@@ -66,7 +67,7 @@ Tensor sum_or_mean(const Tensor& self, const Dims& dims_in, bool keepdim, bool m
     int64_t count = 1;
     for (int64_t d : dims) count *= x.size(d);
     Shape in_shape = x.sizes();
-    record(mean ? "MeanBackward" : "SumBackward", {x}, {out}, {},
+    record(kernels::op_info(op).backward_name, {x}, {out}, {},
            [=](BackwardContext& ctx) {
              // g broadcasts back over the reduced dims: d sum / dx = 1, d mean / dx = 1 / count.
              Tensor g = unsqueeze_dims(ctx.grad(), dims, keepdim);

@@ -11,59 +11,11 @@
 namespace loom {
 
 using kernels::BinaryOp;
+using kernels::OpDTypes;
+using kernels::Saves;
 using kernels::UnaryOp;
 
 namespace {
-
-const char* unary_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Abs: return "abs";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Log1p: return "log1p";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Rsqrt: return "rsqrt";
-    case UnaryOp::Sin: return "sin";
-    case UnaryOp::Cos: return "cos";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Sigmoid: return "sigmoid";
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Gelu: return "gelu";
-    case UnaryOp::GeluTanh: return "gelu";
-    case UnaryOp::Silu: return "silu";
-    case UnaryOp::Sign: return "sign";
-    case UnaryOp::LogicalNot: return "logical_not";
-    case UnaryOp::Clamp: return "clamp";
-    case UnaryOp::PowScalar: return "pow";
-    case UnaryOp::AddScalar: return "add";
-    case UnaryOp::MulScalar: return "mul";
-  }
-  return "unary";
-}
-
-const char* backward_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: return "NegBackward";
-    case UnaryOp::Abs: return "AbsBackward";
-    case UnaryOp::Exp: return "ExpBackward";
-    case UnaryOp::Log: return "LogBackward";
-    case UnaryOp::Log1p: return "Log1pBackward";
-    case UnaryOp::Sqrt: return "SqrtBackward";
-    case UnaryOp::Rsqrt: return "RsqrtBackward";
-    case UnaryOp::Sin: return "SinBackward";
-    case UnaryOp::Cos: return "CosBackward";
-    case UnaryOp::Tanh: return "TanhBackward";
-    case UnaryOp::Sigmoid: return "SigmoidBackward";
-    case UnaryOp::Relu: return "ReluBackward";
-    case UnaryOp::Gelu:
-    case UnaryOp::GeluTanh: return "GeluBackward";
-    case UnaryOp::Silu: return "SiluBackward";
-    case UnaryOp::Clamp: return "ClampBackward";
-    case UnaryOp::PowScalar: return "PowBackward";
-    default: return "UnaryBackward";
-  }
-}
 
 // out = grad op b through a fused binary kernel (TanhBackward etc.).
 Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& b) {
@@ -72,6 +24,8 @@ Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& b) {
   return out;
 }
 
+// The gradient of op's input; x and y are its saved input and output (undefined unless the
+// op's row says its node saves them).
 std::vector<Tensor> unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
                                    double arg0, double arg1) {
   switch (op) {
@@ -95,33 +49,25 @@ std::vector<Tensor> unary_backward(UnaryOp op, const Tensor& g, const Tensor& x,
       return {arg0 == 0 ? zeros_like(g) : g * x.pow(arg0 - 1) * arg0};
     case UnaryOp::AddScalar: return {g};
     case UnaryOp::MulScalar: return {g * arg0};
-    default: return {Tensor()};
+    default: return {Tensor()};  // not differentiable: no node is recorded
   }
 }
 
-bool saves_output(UnaryOp op) {
-  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
-         op == UnaryOp::Sigmoid || op == UnaryOp::Relu;
-}
-
-// The input is saved only where the formula reads it (not for neg, x + c, x * c).
-bool saves_input(UnaryOp op) {
-  return !saves_output(op) && op != UnaryOp::Neg && op != UnaryOp::AddScalar && op != UnaryOp::MulScalar;
-}
-
-bool differentiable(UnaryOp op) { return op != UnaryOp::Sign && op != UnaryOp::LogicalNot; }
-
 Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0) {
-  const char* name = unary_name(op);
+  const kernels::UnaryOpInfo& info = kernels::op_info(op);  // Note [op tables]
+  const char* name = info.name;
   LOOM_CHECK(x_in.defined(), ValueError, name, ": called on an undefined tensor");
   Tensor x = x_in;
-  if (kernels::unary_needs_float(op) && !x.is_floating_point()) x = x.to(kFloat32);  // as PyTorch
-  LOOM_CHECK(!(x.dtype() == kBool && (op == UnaryOp::Neg || op == UnaryOp::PowScalar)), DTypeError,
-             name, ": not supported for bool tensors");
-  Tensor out = empty(x.sizes(), op == UnaryOp::LogicalNot ? x.options().dtype(kBool) : x.options());
+  if (info.dtypes == OpDTypes::Floating && !x.is_floating_point()) x = x.to(kFloat32);  // as PyTorch
+  LOOM_CHECK(!(x.dtype() == kBool && info.dtypes == OpDTypes::Numeric), DTypeError, name,
+             ": not supported for bool tensors");
+  Tensor out = empty(x.sizes(), info.dtypes == OpDTypes::AllToBool ? x.options().dtype(kBool) : x.options());
   kernels::unary(op, out, x, arg0, arg1);
-  if (differentiable(op) && needs_grad(x)) {
-    record(backward_name(op), {x}, {out}, {saves_input(op) ? x : Tensor(), saves_output(op) ? out.detach() : Tensor()},
+  if (info.backward_name && needs_grad(x)) {
+    // Only what the formula reads is saved: an in-place change to anything else is no error.
+    const bool save_x = info.saves == Saves::Input || info.saves == Saves::Both;
+    const bool save_y = info.saves == Saves::Output || info.saves == Saves::Both;
+    record(info.backward_name, {x}, {out}, {save_x ? x : Tensor(), save_y ? out.detach() : Tensor()},
            [op, arg0, arg1](BackwardContext& ctx) {
              return unary_backward(op, ctx.grad(), ctx.saved[0], ctx.saved[1], arg0, arg1);
            });

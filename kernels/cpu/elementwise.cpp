@@ -9,9 +9,9 @@ namespace {
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
-    dispatch_enum<UnaryOp, kNumUnaryOps>(op, [&]<UnaryOp OP>() {
+    dispatch_enum(op, [&]<UnaryOp OP>() {
       Unary<OP, M> f{M(arg0), M(arg1)};
-      if constexpr (OP == UnaryOp::LogicalNot) elementwise<bool, T>(out, f, {&in});
+      if constexpr (outputs_bool(OP)) elementwise<bool, T>(out, f, {&in});
       else elementwise<T, T>(out, f, {&in});
     });
   });
@@ -20,7 +20,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   dispatch_all(a.dtype(), "binary", [&]<typename T>() {
     using M = opmath_t<T>;
-    dispatch_enum<BinaryOp, kNumBinaryOps>(op, [&]<BinaryOp OP>() {
+    dispatch_enum(op, [&]<BinaryOp OP>() {
       Binary<OP, M> f{M(alpha)};
       if constexpr (is_comparison(OP)) elementwise<bool, T, T>(out, f, {&a, &b});
       else elementwise<T, T, T>(out, f, {&a, &b});

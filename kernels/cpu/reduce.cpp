@@ -92,7 +92,7 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) 
     if constexpr (std::is_same_v<T, bool>) {
       LOOM_ASSERT(false, "reduce: bool input (the caller converts it)");
     } else {
-      dispatch_enum<ReduceOp, int(ReduceOp::Prod) + 1>(op, [&]<ReduceOp OP>() {
+      dispatch_enum(op, [&]<ReduceOp OP>() {
         reduce_anc<OP, T>(static_cast<T*>(o.data()), static_cast<const T*>(x.data()), A, N, C);
       });
     }

@@ -14,8 +14,8 @@ namespace loom::kernels::cuda {
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   dispatch_all(a.dtype(), "binary", [&]<typename T>() {
     using M = opmath_t<T>;
-    dispatch_enum<BinaryOp, kNumBinaryOps>(op, [&]<BinaryOp OP>() {
-      if constexpr (binary_needs_float(OP) && !is_floating_v<T>) {
+    dispatch_enum(op, [&]<BinaryOp OP>() {
+      if constexpr (needs_float(OP) && !is_floating_v<T>) {
         throw DTypeError(::loom::detail::str("binary op ", int(OP), ": expected floating-point tensors, got ",
                                      dtype_name(a.dtype())));
       } else {

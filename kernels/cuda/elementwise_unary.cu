@@ -14,14 +14,14 @@ namespace loom::kernels::cuda {
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
-    dispatch_enum<UnaryOp, kNumUnaryOps>(op, [&]<UnaryOp OP>() {
+    dispatch_enum(op, [&]<UnaryOp OP>() {
       // The autograd layer rejects these before they get here; no kernel is compiled.
-      if constexpr (unary_needs_float(OP) && !is_floating_v<T>) {
+      if constexpr (needs_float(OP) && !is_floating_v<T>) {
         throw DTypeError(::loom::detail::str("unary op ", int(OP), ": expected a floating-point tensor, got ",
                                      dtype_name(in.dtype())));
       } else {
         const Unary<OP, M> f{M(arg0), M(arg1)};
-        if constexpr (OP == UnaryOp::LogicalNot) gpu_elementwise<bool, T>(out, f, {&in});
+        if constexpr (outputs_bool(OP)) gpu_elementwise<bool, T>(out, f, {&in});
         else gpu_elementwise<T, T>(out, f, {&in});
       }
     });

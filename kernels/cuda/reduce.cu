@@ -278,7 +278,7 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) 
     if constexpr (std::is_same_v<T, bool>) {
       LOOM_ASSERT(false, "reduce: bool input (the caller converts it)");
     } else {
-      dispatch_enum<ReduceOp, int(ReduceOp::Prod) + 1>(op, [&]<ReduceOp OP>() {
+      dispatch_enum(op, [&]<ReduceOp OP>() {
         launch_reduce<OP, T>(o, r, device, stream);
       });
     }
