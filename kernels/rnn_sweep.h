@@ -13,7 +13,7 @@
 //             one functor folding dh_rec into the running dh
 // with the input projection and the weight gradients as large GEMMs around the sweep,
 // as on the CPU. The gate math is kernels/rnn_math.h's (shared with the CPU), computed
-// in opmath (float for 16-bit floats). Lengths follow the CPU kernel's packed-sequence
+// one unit at a time in opmath (float for 16-bit floats). Lengths follow the CPU kernel's packed-sequence
 // semantics exactly; the reserve has the same layout (kernels::RNNReserve).
 //
 // An executor is `exec(n, f)`: call f(i) for every i in [0, n), ordered before any later
@@ -54,6 +54,19 @@ LOOM_HOST_DEVICE inline bool row_valid(const int64_t* lengths, int64_t t, int64_
   return lengths == nullptr || t < lengths[b];
 }
 
+// The G gates of unit j of a (G·H) row, in opmath registers (Note [cell math over a run
+// of units], n = 1): G is a constant, so the copies unroll and nothing goes to memory.
+template <int G, typename T>
+struct UnitGates {
+  opmath_t<T> v[G];
+  LOOM_HOST_DEVICE UnitGates(const T* g, int64_t H, int64_t j) {
+    for (int k = 0; k < G; ++k) v[k] = opmath_t<T>(g[k * H + j]);
+  }
+  LOOM_HOST_DEVICE void store(T* g, int64_t H, int64_t j) const {
+    for (int k = 0; k < G; ++k) g[k * H + j] = T(v[k]);
+  }
+};
+
 // One (row, unit) pair of a forward step; i = b·H + j.
 template <typename T>
 struct ForwardStep {
@@ -69,30 +82,33 @@ struct ForwardStep {
       if (p.mode == RNNMode::GRU) p.gh_n[i] = T(0);
       return;
     }
+    const rnn_math::ScalarActivations act;
+    const M h_old = M(p.h[i]);
+    M h_new;
     if (p.mode == RNNMode::LSTM) {
-      M gi = M(g[j]), gf = M(g[H + j]), gg = M(g[2 * H + j]), go = M(g[3 * H + j]);
-      M c_new, h_new;
+      UnitGates<4, T> gates(g, H, j);
       const M c_old = M(p.c[i]);
-      rnn_math::LstmForward<M>()(gi, gf, gg, go, c_old, c_new, h_new);
-      g[j] = T(gi), g[H + j] = T(gf), g[2 * H + j] = T(gg), g[3 * H + j] = T(go);
+      M c_new, tc;
+      rnn_math::LstmForward<M>()(act, gates.v, &c_old, &c_new, &tc, &h_new, &h_new, 1);
+      gates.store(g, H, j);
       p.c_prev[i] = T(c_old);
       p.c[i] = T(c_new);
-      p.tanh_c[i] = T(std::tanh(c_new));
-      p.h[i] = p.y[i] = T(h_new);
+      p.tanh_c[i] = T(tc);
     } else if (p.mode == RNNMode::GRU) {
-      const T* gh = p.gh + b * 3 * H;
-      auto with_bias = [&](int64_t k) { return M(gh[k * H + j]) + (p.b_hh ? M(p.b_hh[k * H + j]) : M(0)); };
-      M xr = M(g[j]), xz = M(g[H + j]), xn = M(g[2 * H + j]), h_new;
-      const M hn = with_bias(2);
-      rnn_math::GruForward<M>()(xr, xz, xn, with_bias(0), with_bias(1), hn, M(p.h[i]), h_new);
-      g[j] = T(xr), g[H + j] = T(xz), g[2 * H + j] = T(xn);
+      UnitGates<3, T> gates(g, H, j);
+      UnitGates<3, T> recurrent(p.gh + b * 3 * H, H, j);  // W_hh h, then + b_hh
+      if (p.b_hh)
+        for (int k = 0; k < 3; ++k) recurrent.v[k] += M(p.b_hh[k * H + j]);
+      M hn;
+      rnn_math::GruForward<M>()(act, gates.v, recurrent.v, &h_old, &hn, &h_new, &h_new, 1);
+      gates.store(g, H, j);
       p.gh_n[i] = T(hn);
-      p.h[i] = p.y[i] = T(h_new);
     } else {
-      const T a = T(rnn_math::rnn_activation(M(g[j]), p.mode == RNNMode::RNN_RELU));
-      g[j] = a;
-      p.h[i] = p.y[i] = a;
+      UnitGates<1, T> gates(g, H, j);
+      rnn_math::RnnForward<M>()(act, gates.v, &h_new, &h_new, 1, p.mode == RNNMode::RNN_RELU);
+      gates.store(g, H, j);
     }
+    p.h[i] = p.y[i] = T(h_new);
   }
 };
 

@@ -9,10 +9,13 @@
 //             dh_prev (B, H) = dG[t] · W_hh                      one GEMM per step
 //             then dW_ih = dG^T · X, dW_hh = dG^T · H_prev, dX = dG · W_ih, db = Σ dG
 //                                                                 three large GEMMs
+// The cells are kernels/rnn_math.h's over a whole row of units at once (Note [cell math
+// over a run of units]), with Eigen's vectorised activations.
 // Variable lengths follow PyTorch's packed sequences: at a step t >= length[b] row b is
 // skipped — its state is carried unchanged and its output is zero — so a forward
 // direction's final state is the one at the row's last valid step, and a reverse
 // direction starts at that step from h0. In backward such rows pass dh and dc through.
+#include <algorithm>
 #include <cstring>
 
 #include "core/factories.h"
@@ -50,6 +53,19 @@ void add_rows(S* x, const S* bias, int64_t M, int64_t N) {
       for (int64_t n = 0; n < N; ++n) x[m * N + n] += bias[n];
   });
 }
+
+// The cells' activations over a run of units (Note [cell math over a run of units]):
+// Eigen's packet math, in place.
+struct VectorActivations {
+  template <typename S>
+  void sigmoid(S* x, int64_t n) const {
+    cpu::sigmoid_inplace(x, n);
+  }
+  template <typename S>
+  void tanh(S* x, int64_t n) const {
+    cpu::tanh_inplace(x, n);
+  }
+};
 
 // Rows per thread when the batch is split evenly across the threads; the whole batch
 // (one thread) when the sweep is too small to pay for a parallel region.
@@ -134,7 +150,8 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
     for (int64_t s = 0; s < T; ++s) {
       const int64_t t = in.reverse ? T - 1 - s : s;
       Tensor hp = r.h_prev.select(0, t).narrow(0, b0, nb);  // (nb, H)
-      std::memcpy(hp.data(), h.data_ptr<S>() + b0 * H, size_t(nb * H) * sizeof(S));
+      S* hp_rows = hp.data_ptr<S>();
+      std::memcpy(hp_rows, h.data_ptr<S>() + b0 * H, size_t(nb * H) * sizeof(S));
       Tensor g_t = r.gates.select(0, t).narrow(0, b0, nb);  // (nb, G·H)
       if (gru) {
         mm(gh, hp, w_hh_t, 0);
@@ -160,38 +177,13 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
         if (lstm) {
           S* cb = cv + b * H;
           S* cp = c_prev_t + b * H;
-          S* tc = tanh_c_t + b * H;
-          cpu::sigmoid_inplace(g, 2 * H);      // i, f
-          cpu::tanh_inplace(g + 2 * H, H);     // g
-          cpu::sigmoid_inplace(g + 3 * H, H);  // o
-          for (int64_t j = 0; j < H; ++j) {
-            cp[j] = cb[j];
-            cb[j] = g[H + j] * cb[j] + g[j] * g[2 * H + j];
-            tc[j] = cb[j];
-          }
-          cpu::tanh_inplace(tc, H);
-          for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[3 * H + j] * tc[j];
+          std::copy(cb, cb + H, cp);
+          rnn_math::LstmForward<S>()(VectorActivations(), g, cp, cb, tanh_c_t + b * H, hb, yb, H);
         } else if (gru) {
-          const S* ghb = gh.data_ptr<S>() + (b - b0) * GH;
-          S* ghn = gh_n_t + b * H;
-          for (int64_t j = 0; j < 2 * H; ++j) g[j] += ghb[j];  // r, z pre-activations
-          cpu::sigmoid_inplace(g, 2 * H);
-          for (int64_t j = 0; j < H; ++j) {
-            ghn[j] = ghb[2 * H + j];
-            g[2 * H + j] += g[j] * ghn[j];  // n pre-activation: x_n + r * (W_hn h + b_hn)
-          }
-          cpu::tanh_inplace(g + 2 * H, H);
-          for (int64_t j = 0; j < H; ++j) {
-            const S z = g[H + j], n = g[2 * H + j];
-            yb[j] = hb[j] = (S(1) - z) * n + z * hb[j];
-          }
+          rnn_math::GruForward<S>()(VectorActivations(), g, gh.data_ptr<S>() + (b - b0) * GH, hp_rows + (b - b0) * H,
+                                    gh_n_t + b * H, hb, yb, H);
         } else {
-          if (in.mode == RNNMode::RNN_RELU) {
-            for (int64_t j = 0; j < H; ++j) g[j] = g[j] > S(0) ? g[j] : S(0);
-          } else {
-            cpu::tanh_inplace(g, H);
-          }
-          for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[j];
+          rnn_math::RnnForward<S>()(VectorActivations(), g, hb, yb, H, in.mode == RNNMode::RNN_RELU);
         }
       }
     }
