@@ -16,8 +16,8 @@
 //   multiplies that by r: n = tanh(x_n + r · (W_hn h + b_hn)). So db_ih = db_hh = Σ dG
 //   for LSTM and RNN, and GRU's db_hh = Σ dGh (the recurrent pre-activations' gradients).
 // - The reserve (kernels::RNNReserve) is indexed by time, not by step: forward writes
-//   gates and h_prev at every (step, row); c_prev, tanh_c and gh_n only where the row is
-//   valid, and they start at zero.
+//   gates, h_prev and GRU's gh_n at every (step, row), and LSTM's c_prev and tanh_c only
+//   where the row is valid (they start at zero).
 #pragma once
 
 #include <cstdint>
