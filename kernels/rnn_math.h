@@ -1,10 +1,23 @@
-// The per-element gate math of the recurrent cells (forward and backward), shared by the
-// CPU whole-sequence kernels and the CUDA cell kernels (LOOM_HOST_DEVICE).
+// The gate math of the recurrent cells (forward and backward), shared by the CPU
+// whole-sequence kernels (kernels/cpu/rnn.cpp) and the step-functor sweep that the CUDA
+// kernels run (kernels/rnn_sweep.h); LOOM_HOST_DEVICE.
 //
 // Gate layouts follow PyTorch: LSTM (i, f, g, o), GRU (r, z, n), each block H wide.
+//
+// Note [cell math over a run of units]
+// A forward cell works on a run of n units of one batch row, its gates laid out as the
+// reserve keeps them: gate k of unit j at g[k·n + j]. The CPU passes a whole row (n = H,
+// in place in the reserve); the sweep passes one unit (n = 1, opmath copies in registers).
+// The activations are the caller's policy: ScalarActivations below for the sweep, Eigen's
+// packet math over the run on the CPU (kernels/cpu/vector_math.h), which a compiler does
+// not make out of a loop of std::exp and std::tanh. Every other loop of a cell is a plain
+// loop over contiguous values, vectorised for n = H and unrolled away for n = 1. The
+// backward cells need no transcendentals, so they stay per element: the CPU calls them in
+// a loop over the H units of a row, the sweep once per (row, unit).
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/half.h"
 
@@ -15,18 +28,33 @@ LOOM_HOST_DEVICE inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
-// LSTM step for one (batch, unit): pre-activations gi, gf, gg, go (input projection +
-// recurrent projection + both biases). Writes the activations back into the gate slots
-// (kept for backward) and the new c and h.
+// The activations of a forward cell, one value at a time: x[k] = f(x[k]) for k < n.
+struct ScalarActivations {
+  template <typename T>
+  LOOM_HOST_DEVICE void sigmoid(T* x, int64_t n) const {
+    for (int64_t k = 0; k < n; ++k) x[k] = rnn_math::sigmoid(x[k]);
+  }
+  template <typename T>
+  LOOM_HOST_DEVICE void tanh(T* x, int64_t n) const {
+    for (int64_t k = 0; k < n; ++k) x[k] = std::tanh(x[k]);
+  }
+};
+
+// LSTM step over n units (Note [cell math over a run of units]): g (4n) holds the
+// pre-activations i, f, g, o (input projection + recurrent projection + both biases) and
+// gets the activations (kept for backward); from c_prev (n): c, tanh(c) and h (n each),
+// h also to y (the step's output; may be h itself).
 template <typename T>
 struct LstmForward {
-  LOOM_HOST_DEVICE void operator()(T& gi, T& gf, T& gg, T& go, T c_prev, T& c, T& h) const {
-    gi = sigmoid(gi);
-    gf = sigmoid(gf);
-    gg = std::tanh(gg);
-    go = sigmoid(go);
-    c = gf * c_prev + gi * gg;
-    h = go * std::tanh(c);
+  template <typename Act>
+  LOOM_HOST_DEVICE void operator()(const Act& act, T* g, const T* c_prev, T* c, T* tanh_c, T* h, T* y,
+                                   int64_t n) const {
+    act.sigmoid(g, 2 * n);      // i, f
+    act.tanh(g + 2 * n, n);     // g
+    act.sigmoid(g + 3 * n, n);  // o
+    for (int64_t j = 0; j < n; ++j) tanh_c[j] = c[j] = g[n + j] * c_prev[j] + g[j] * g[2 * n + j];
+    act.tanh(tanh_c, n);
+    for (int64_t j = 0; j < n; ++j) y[j] = h[j] = g[3 * n + j] * tanh_c[j];
   }
 };
 
@@ -46,18 +74,23 @@ struct LstmBackward {
   }
 };
 
-// GRU step: x_r, x_z, x_n from the input projection (with b_ih), h_r, h_z, h_n from the
-// recurrent projection (with b_hh). Keeps r, z, n (in the x slots) and h_n for backward.
+// GRU step over n units (Note [cell math over a run of units]): g (3n) holds x_r, x_z,
+// x_n (input projection + b_ih) and gets r, z, n (kept for backward); gh (3n) is the
+// recurrent projection W_hh h + b_hh, whose n part goes to gh_n (n, kept for backward);
+// from h_prev (n): h (n), also to y (the step's output; may be h itself).
 template <typename T>
 struct GruForward {
-  LOOM_HOST_DEVICE void operator()(T& xr, T& xz, T& xn, T hr, T hz, T hn, T h_prev, T& h) const {
-    const T r = sigmoid(xr + hr);
-    const T z = sigmoid(xz + hz);
-    const T n = std::tanh(xn + r * hn);
-    h = (T(1) - z) * n + z * h_prev;
-    xr = r;
-    xz = z;
-    xn = n;
+  template <typename Act>
+  LOOM_HOST_DEVICE void operator()(const Act& act, T* g, const T* gh, const T* h_prev, T* gh_n, T* h, T* y,
+                                   int64_t n) const {
+    for (int64_t j = 0; j < 2 * n; ++j) g[j] += gh[j];  // r, z pre-activations
+    act.sigmoid(g, 2 * n);
+    for (int64_t j = 0; j < n; ++j) {
+      gh_n[j] = gh[2 * n + j];
+      g[2 * n + j] += g[j] * gh_n[j];  // n pre-activation: x_n + r · (W_hn h + b_hn)
+    }
+    act.tanh(g + 2 * n, n);
+    for (int64_t j = 0; j < n; ++j) y[j] = h[j] = (T(1) - g[n + j]) * g[2 * n + j] + g[n + j] * h_prev[j];
   }
 };
 
@@ -78,11 +111,23 @@ struct GruBackward {
   }
 };
 
-// Elman RNN: h = tanh(pre) or relu(pre); the backward needs only h.
+// Elman RNN step over n units (Note [cell math over a run of units]): g (n) holds the
+// pre-activations and gets h = tanh(g) or relu(g), which also goes to h and y (n each; the
+// step's output, which may be h itself).
 template <typename T>
-LOOM_HOST_DEVICE inline T rnn_activation(T pre, bool relu) {
-  return relu ? (pre > T(0) ? pre : T(0)) : std::tanh(pre);
-}
+struct RnnForward {
+  template <typename Act>
+  LOOM_HOST_DEVICE void operator()(const Act& act, T* g, T* h, T* y, int64_t n, bool relu) const {
+    if (relu) {
+      for (int64_t j = 0; j < n; ++j) g[j] = g[j] > T(0) ? g[j] : T(0);
+    } else {
+      act.tanh(g, n);
+    }
+    for (int64_t j = 0; j < n; ++j) y[j] = h[j] = g[j];
+  }
+};
+
+// The Elman RNN's backward needs only h.
 template <typename T>
 LOOM_HOST_DEVICE inline T rnn_activation_grad(T dh, T h, bool relu) {
   return relu ? (h > T(0) ? dh : T(0)) : dh * (T(1) - h * h);

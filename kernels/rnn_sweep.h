@@ -12,9 +12,9 @@
 //             dh_rec (B, H) = dGh[t] · W_hh                   kernels::bmm
 //             one functor folding dh_rec into the running dh
 // with the input projection and the weight gradients as large GEMMs around the sweep,
-// as on the CPU. The gate math is kernels/rnn_math.h's (shared with the CPU), computed
-// in opmath (float for 16-bit floats). Lengths follow the CPU kernel's packed-sequence
-// semantics exactly; the reserve has the same layout (kernels::RNNReserve).
+// as on the CPU (kernels/rnn_rules.h, which also holds the lengths, biases and reserve:
+// Note [recurrent layer rules]). The gate math is kernels/rnn_math.h's, shared with the
+// CPU, computed one unit at a time in opmath (float for 16-bit floats).
 //
 // An executor is `exec(n, f)`: call f(i) for every i in [0, n), ordered before any later
 // kernel on the tensors' device (a host loop, or a grid-stride CUDA kernel on the current
@@ -28,6 +28,7 @@
 #include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/rnn_math.h"
+#include "kernels/rnn_rules.h"
 
 namespace loom::kernels::rnn_sweep {
 
@@ -44,15 +45,23 @@ struct StepPointers {
   const T* b_hh;     // (G·H) GRU, or null
   T* gh_n;           // (B, H) reserve at t (GRU): W_hn h + b_hn
   T* y;              // (B, H) output at t
-  const int64_t* lengths;  // (B) or null
+  rnn_rules::Lengths lengths;
   int64_t t, H;
   RNNMode mode;
 };
 
-template <typename T>
-LOOM_HOST_DEVICE inline bool row_valid(const int64_t* lengths, int64_t t, int64_t b) {
-  return lengths == nullptr || t < lengths[b];
-}
+// The G gates of unit j of a (G·H) row, in opmath registers (Note [cell math over a run
+// of units], n = 1): G is a constant, so the copies unroll and nothing goes to memory.
+template <int G, typename T>
+struct UnitGates {
+  opmath_t<T> v[G];
+  LOOM_HOST_DEVICE UnitGates(const T* g, int64_t H, int64_t j) {
+    for (int k = 0; k < G; ++k) v[k] = opmath_t<T>(g[k * H + j]);
+  }
+  LOOM_HOST_DEVICE void store(T* g, int64_t H, int64_t j) const {
+    for (int k = 0; k < G; ++k) g[k * H + j] = T(v[k]);
+  }
+};
 
 // One (row, unit) pair of a forward step; i = b·H + j.
 template <typename T>
@@ -61,38 +70,39 @@ struct ForwardStep {
   LOOM_HOST_DEVICE void operator()(int64_t i) const {
     using M = opmath_t<T>;
     const int64_t H = p.H, b = i / H, j = i % H;
-    const int64_t G = p.mode == RNNMode::LSTM ? 4 : p.mode == RNNMode::GRU ? 3 : 1;
-    T* g = p.gates + b * G * H;
+    T* g = p.gates + b * rnn_gates(p.mode) * H;
     p.h_prev[i] = p.h[i];
-    if (!row_valid<T>(p.lengths, p.t, b)) {  // state carried, gates and output zero
-      for (int64_t k = 0; k < G; ++k) g[k * H + j] = T(0);
-      if (p.mode == RNNMode::GRU) p.gh_n[i] = T(0);
+    if (!p.lengths.valid(b, p.t)) {
+      rnn_rules::skip_forward(p.mode, g + j, p.gh_n ? p.gh_n + i : nullptr, H, 1);
       return;
     }
+    const rnn_math::ScalarActivations act;
+    const M h_old = M(p.h[i]);
+    M h_new;
     if (p.mode == RNNMode::LSTM) {
-      M gi = M(g[j]), gf = M(g[H + j]), gg = M(g[2 * H + j]), go = M(g[3 * H + j]);
-      M c_new, h_new;
+      UnitGates<4, T> gates(g, H, j);
       const M c_old = M(p.c[i]);
-      rnn_math::LstmForward<M>()(gi, gf, gg, go, c_old, c_new, h_new);
-      g[j] = T(gi), g[H + j] = T(gf), g[2 * H + j] = T(gg), g[3 * H + j] = T(go);
+      M c_new, tc;
+      rnn_math::LstmForward<M>()(act, gates.v, &c_old, &c_new, &tc, &h_new, &h_new, 1);
+      gates.store(g, H, j);
       p.c_prev[i] = T(c_old);
       p.c[i] = T(c_new);
-      p.tanh_c[i] = T(std::tanh(c_new));
-      p.h[i] = p.y[i] = T(h_new);
+      p.tanh_c[i] = T(tc);
     } else if (p.mode == RNNMode::GRU) {
-      const T* gh = p.gh + b * 3 * H;
-      auto with_bias = [&](int64_t k) { return M(gh[k * H + j]) + (p.b_hh ? M(p.b_hh[k * H + j]) : M(0)); };
-      M xr = M(g[j]), xz = M(g[H + j]), xn = M(g[2 * H + j]), h_new;
-      const M hn = with_bias(2);
-      rnn_math::GruForward<M>()(xr, xz, xn, with_bias(0), with_bias(1), hn, M(p.h[i]), h_new);
-      g[j] = T(xr), g[H + j] = T(xz), g[2 * H + j] = T(xn);
+      UnitGates<3, T> gates(g, H, j);
+      UnitGates<3, T> recurrent(p.gh + b * 3 * H, H, j);  // W_hh h, then + b_hh
+      if (p.b_hh)
+        for (int k = 0; k < 3; ++k) recurrent.v[k] += M(p.b_hh[k * H + j]);
+      M hn;
+      rnn_math::GruForward<M>()(act, gates.v, recurrent.v, &h_old, &hn, &h_new, &h_new, 1);
+      gates.store(g, H, j);
       p.gh_n[i] = T(hn);
-      p.h[i] = p.y[i] = T(h_new);
     } else {
-      const T a = T(rnn_math::rnn_activation(M(g[j]), p.mode == RNNMode::RNN_RELU));
-      g[j] = a;
-      p.h[i] = p.y[i] = a;
+      UnitGates<1, T> gates(g, H, j);
+      rnn_math::RnnForward<M>()(act, gates.v, &h_new, &h_new, 1, p.mode == RNNMode::RNN_RELU);
+      gates.store(g, H, j);
     }
+    p.h[i] = p.y[i] = T(h_new);
   }
 };
 
@@ -110,7 +120,7 @@ struct BackStepPointers {
   const T* tanh_c;   // (B, H) at t (LSTM)
   const T* h_prev;   // (B, H) at t (GRU)
   const T* gh_n;     // (B, H) at t (GRU)
-  const int64_t* lengths;
+  rnn_rules::Lengths lengths;
   int64_t t, H;
   RNNMode mode;
 };
@@ -122,15 +132,12 @@ struct BackwardStep {
   LOOM_HOST_DEVICE void operator()(int64_t i) const {
     using M = opmath_t<T>;
     const int64_t H = p.H, b = i / H, j = i % H;
-    const int64_t G = p.mode == RNNMode::LSTM ? 4 : p.mode == RNNMode::GRU ? 3 : 1;
+    const int64_t G = rnn_gates(p.mode);
     const T* g = p.gates + b * G * H;
     T* dg = p.dG + b * G * H;
-    if (!row_valid<T>(p.lengths, p.t, b)) {  // dh and dc pass through unchanged
-      for (int64_t k = 0; k < G; ++k) dg[k * H + j] = T(0);
-      if (p.mode == RNNMode::GRU) {
-        T* dgh = p.dGh + b * G * H;
-        for (int64_t k = 0; k < G; ++k) dgh[k * H + j] = T(0);
-      }
+    T* dgh = p.dGh + b * G * H;
+    if (!p.lengths.valid(b, p.t)) {
+      rnn_rules::skip_backward(p.mode, dg + j, dgh + j, H, 1);
       return;
     }
     const M dh = M(p.dh[i]) + M(p.dy[i]);
@@ -144,7 +151,6 @@ struct BackwardStep {
       M dxr, dxz, dxn, dhn, direct;
       rnn_math::GruBackward<M>()(dh, M(g[j]), M(g[H + j]), M(g[2 * H + j]), M(p.gh_n[i]), M(p.h_prev[i]), dxr, dxz,
                                  dxn, dhn, direct);
-      T* dgh = p.dGh + b * G * H;
       dg[j] = dgh[j] = T(dxr);
       dg[H + j] = dgh[H + j] = T(dxz);
       dg[2 * H + j] = T(dxn);
@@ -162,23 +168,25 @@ struct FoldRecurrentGrad {
   T* dh;
   const T* dh_rec;
   const T* direct;  // GRU, or null
-  const int64_t* lengths;
+  rnn_rules::Lengths lengths;
   int64_t t, H;
   LOOM_HOST_DEVICE void operator()(int64_t i) const {
-    if (!row_valid<T>(lengths, t, i / H)) return;
+    if (!lengths.valid(i / H, t)) return;
     using M = opmath_t<T>;
     dh[i] = T(M(dh_rec[i]) + (direct ? M(direct[i]) : M(0)));
   }
 };
 
-// out (M, N) = a (M, K) · b (K, N) + beta · out, on the tensors' device.
-inline void mm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
-  bmm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), beta);
-}
+using rnn_rules::mm;
 
+// RNNLayerInput::lengths copied to the input's device (undefined without lengths).
 inline Tensor lengths_on(const RNNLayerInput& in) {
   if (in.lengths.empty()) return Tensor();
   return from_vector<int64_t>(in.lengths, {int64_t(in.lengths.size())}, TensorOptions(kInt64).device(in.x.device()));
+}
+
+inline rnn_rules::Lengths lengths_of(const Tensor& on_device, int64_t T) {
+  return {on_device.defined() ? on_device.data_ptr<int64_t>() : nullptr, T};
 }
 
 template <typename T>
@@ -186,93 +194,59 @@ T* ptr_at(const Tensor& t, int64_t step) {  // the (B, ·) slab of a contiguous 
   return t.defined() ? t.select(0, step).data_ptr<T>() : nullptr;
 }
 
+template <typename T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
 template <typename T, typename Exec>
 RNNLayerOutput forward(const RNNLayerInput& in, const Exec& exec) {
-  const int64_t T_ = in.x.size(0), B = in.x.size(1), I = in.x.size(2), H = in.w_hh.size(1);
-  const int64_t G = rnn_gates(in.mode), GH = G * H;
-  const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
-  const TensorOptions opt = in.x.options();
-  RNNLayerOutput out;
-  RNNReserve& r = out.reserve;
-
-  // XP (T·B, G·H) = X · W_ih^T + biases; LSTM and RNN fold b_hh in, GRU keeps it apart.
-  r.gates = empty({T_, B, GH}, opt);
-  mm(r.gates.view({T_ * B, GH}), in.x.contiguous().view({T_ * B, I}), in.w_ih.t(), 0);
-  if (in.b_ih.defined()) r.gates.add_(gru ? in.b_ih : in.b_ih + in.b_hh);
-  out.y = zeros({T_, B, H}, opt);
-  r.h_prev = empty({T_, B, H}, opt);
-  Tensor h = in.h0.contiguous().clone();  // (B, H)
-  Tensor c = lstm ? in.c0.contiguous().clone() : Tensor();
-  if (lstm) {
-    r.c_prev = zeros({T_, B, H}, opt);
-    r.tanh_c = zeros({T_, B, H}, opt);
-  }
-  Tensor gh = gru ? empty({B, GH}, opt) : Tensor();  // (B, G·H) W_hh h
-  if (gru) r.gh_n = zeros({T_, B, H}, opt);
-  const Tensor b_hh = gru && in.b_hh.defined() ? in.b_hh.contiguous() : Tensor();
+  const int64_t T_ = in.x.size(0), B = in.x.size(1), H = in.w_hh.size(1);
+  const int64_t GH = rnn_gates(in.mode) * H;
+  const bool gru = in.mode == RNNMode::GRU;
+  RNNLayerOutput out = rnn_rules::begin_forward(in, rnn_rules::add_to_rows);  // the input projection is in the gates
+  const RNNReserve& r = out.reserve;
+  const Tensor& h = out.h_n;  // (B, H) running state
+  Tensor gh = gru ? empty({B, GH}, in.x.options()) : Tensor();  // (B, G·H) W_hh h
+  const Tensor b_hh = rnn_rules::recurrent_bias(in);
   const Tensor lengths = lengths_on(in);
   const Tensor w_hh_t = in.w_hh.t();  // (H, G·H)
 
   for (int64_t s = 0; s < T_; ++s) {
-    const int64_t t = in.reverse ? T_ - 1 - s : s;
+    const int64_t t = rnn_rules::step_time(s, T_, in.reverse);
     if (gru) mm(gh, h, w_hh_t, 0);
     else mm(r.gates.select(0, t), h, w_hh_t, 1);  // gates[t] += h · W_hh^T
-    StepPointers<T> p{ptr_at<T>(r.gates, t), h.data_ptr<T>(), c.defined() ? c.data_ptr<T>() : nullptr,
-                      ptr_at<T>(r.h_prev, t), ptr_at<T>(r.c_prev, t), ptr_at<T>(r.tanh_c, t),
-                      gh.defined() ? gh.data_ptr<T>() : nullptr, b_hh.defined() ? b_hh.data_ptr<T>() : nullptr,
-                      ptr_at<T>(r.gh_n, t), ptr_at<T>(out.y, t),
-                      lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr, t, H, in.mode};
+    StepPointers<T> p{ptr_at<T>(r.gates, t), h.data_ptr<T>(), ptr_or_null<T>(out.c_n), ptr_at<T>(r.h_prev, t),
+                      ptr_at<T>(r.c_prev, t), ptr_at<T>(r.tanh_c, t), ptr_or_null<T>(gh), ptr_or_null<T>(b_hh),
+                      ptr_at<T>(r.gh_n, t), ptr_at<T>(out.y, t), lengths_of(lengths, T_), t, H, in.mode};
     exec(B * H, ForwardStep<T>{p});
   }
-  out.h_n = h;
-  out.c_n = c;
   return out;
 }
 
 template <typename T, typename Exec>
-RNNLayerGrads backward(const RNNLayerInput& in, const RNNReserve& r, const Tensor& dy_in, const Tensor& dh_n,
+RNNLayerGrads backward(const RNNLayerInput& in, const RNNReserve& r, const Tensor& dy, const Tensor& dh_n,
                        const Tensor& dc_n, const Exec& exec) {
-  const int64_t T_ = in.x.size(0), B = in.x.size(1), I = in.x.size(2), H = in.w_hh.size(1);
-  const int64_t G = rnn_gates(in.mode), GH = G * H;
-  const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
-  const TensorOptions opt = in.x.options();
-  const Tensor dy = dy_in.defined() ? dy_in.contiguous() : zeros({T_, B, H}, opt);
-  Tensor dh = dh_n.defined() ? dh_n.contiguous().clone() : zeros({B, H}, opt);
-  Tensor dc = lstm ? (dc_n.defined() ? dc_n.contiguous().clone() : zeros({B, H}, opt)) : Tensor();
-  Tensor dG = empty({T_, B, GH}, opt);
-  Tensor dGh = gru ? empty({T_, B, GH}, opt) : dG;
-  Tensor direct = gru ? empty({B, H}, opt) : Tensor();
-  Tensor dh_rec = empty({B, H}, opt);
+  const int64_t T_ = in.x.size(0), B = in.x.size(1), H = in.w_hh.size(1);
+  const rnn_rules::BackwardState st = rnn_rules::begin_backward(in, dy, dh_n, dc_n);
+  Tensor dh_rec = empty({B, H}, in.x.options());
   const Tensor lengths = lengths_on(in);
-  const int64_t* lens = lengths.defined() ? lengths.data_ptr<int64_t>() : nullptr;
+  const rnn_rules::Lengths lens = lengths_of(lengths, T_);
 
   for (int64_t s = T_ - 1; s >= 0; --s) {
-    const int64_t t = in.reverse ? T_ - 1 - s : s;
-    BackStepPointers<T> p{ptr_at<T>(r.gates, t), ptr_at<T>(dy, t), dh.data_ptr<T>(),
-                          dc.defined() ? dc.data_ptr<T>() : nullptr, ptr_at<T>(dG, t), ptr_at<T>(dGh, t),
-                          direct.defined() ? direct.data_ptr<T>() : nullptr, ptr_at<T>(r.c_prev, t),
-                          ptr_at<T>(r.tanh_c, t), ptr_at<T>(r.h_prev, t), ptr_at<T>(r.gh_n, t), lens, t, H, in.mode};
+    const int64_t t = rnn_rules::step_time(s, T_, in.reverse);
+    BackStepPointers<T> p{ptr_at<T>(r.gates, t), ptr_at<T>(st.dy, t), st.dh.data_ptr<T>(), ptr_or_null<T>(st.dc),
+                          ptr_at<T>(st.dG, t), ptr_at<T>(st.dGh, t), ptr_or_null<T>(st.direct),
+                          ptr_at<T>(r.c_prev, t), ptr_at<T>(r.tanh_c, t), ptr_at<T>(r.h_prev, t),
+                          ptr_at<T>(r.gh_n, t), lens, t, H, in.mode};
     exec(B * H, BackwardStep<T>{p});
-    mm(dh_rec, dGh.select(0, t), in.w_hh, 0);  // dh_rec (B, H) = dGh[t] (B, G·H) · W_hh (G·H, H)
-    exec(B * H, FoldRecurrentGrad<T>{dh.data_ptr<T>(), dh_rec.data_ptr<T>(),
-                                     direct.defined() ? direct.data_ptr<T>() : nullptr, lens, t, H});
+    mm(dh_rec, st.dGh.select(0, t), in.w_hh, 0);  // dh_rec (B, H) = dGh[t] (B, G·H) · W_hh (G·H, H)
+    exec(B * H, FoldRecurrentGrad<T>{st.dh.data_ptr<T>(), dh_rec.data_ptr<T>(), ptr_or_null<T>(st.direct), lens,
+                                     t, H});
   }
-
-  RNNLayerGrads out;
-  const Tensor dG2 = dG.view({T_ * B, GH}), dGh2 = dGh.view({T_ * B, GH});
-  out.dx = empty({T_, B, I}, opt);
-  mm(out.dx.view({T_ * B, I}), dG2, in.w_ih, 0);                                  // dX = dG · W_ih
-  out.dw_ih = empty({GH, I}, opt);
-  mm(out.dw_ih, dG2.t(), in.x.contiguous().view({T_ * B, I}), 0);                   // dW_ih = dG^T · X
-  out.dw_hh = empty({GH, H}, opt);
-  mm(out.dw_hh, dGh2.t(), r.h_prev.view({T_ * B, H}), 0);                            // dW_hh = dGh^T · H_prev
-  if (in.b_ih.defined()) {
-    out.db_ih = dG2.sum(0);
-    out.db_hh = gru ? dGh2.sum(0) : out.db_ih.clone();
-  }
-  out.dh0 = dh;
-  out.dc0 = dc;
-  return out;
+  return rnn_rules::finish_backward(in, r, st, [](const Tensor& out, const Tensor& a, const Tensor& b) {
+    mm(out, a, b, 0);
+  });
 }
 
 }  // namespace loom::kernels::rnn_sweep

@@ -9,10 +9,11 @@
 //             dh_prev (B, H) = dG[t] · W_hh                      one GEMM per step
 //             then dW_ih = dG^T · X, dW_hh = dG^T · H_prev, dX = dG · W_ih, db = Σ dG
 //                                                                 three large GEMMs
-// Variable lengths follow PyTorch's packed sequences: at a step t >= length[b] row b is
-// skipped — its state is carried unchanged and its output is zero — so a forward
-// direction's final state is the one at the row's last valid step, and a reverse
-// direction starts at that step from h0. In backward such rows pass dh and dc through.
+// The cells are kernels/rnn_math.h's over a whole row of units at once (Note [cell math
+// over a run of units]), with Eigen's vectorised activations. Lengths, directions, biases
+// and the reserve follow Note [recurrent layer rules] (kernels/rnn_rules.h), which also
+// holds the GEMMs around the sweep, shared with the CUDA kernels.
+#include <algorithm>
 #include <cstring>
 
 #include "core/factories.h"
@@ -22,14 +23,12 @@
 #include "kernels/cpu/backend.h"
 #include "kernels/rnn_layer_check.h"
 #include "kernels/rnn_math.h"
+#include "kernels/rnn_rules.h"
 
 namespace loom::kernels {
 namespace {
 
-// out (M, N) = a (M, K) · b (K, N) + beta · out, on 2-D views.
-void mm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
-  bmm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), beta);
-}
+using rnn_rules::mm;
 
 // out (M, N) = a (M, K) · b (K, N), with the rows of out split across the threads and
 // each share computed under flush-to-zero (Note [denormals in recurrent backward]).
@@ -51,6 +50,19 @@ void add_rows(S* x, const S* bias, int64_t M, int64_t N) {
   });
 }
 
+// The cells' activations over a run of units (Note [cell math over a run of units]):
+// Eigen's packet math, in place.
+struct VectorActivations {
+  template <typename S>
+  void sigmoid(S* x, int64_t n) const {
+    cpu::sigmoid_inplace(x, n);
+  }
+  template <typename S>
+  void tanh(S* x, int64_t n) const {
+    cpu::tanh_inplace(x, n);
+  }
+};
+
 // Rows per thread when the batch is split evenly across the threads; the whole batch
 // (one thread) when the sweep is too small to pay for a parallel region.
 int64_t rows_per_thread(int64_t B, int64_t work_per_row) {
@@ -61,39 +73,22 @@ int64_t rows_per_thread(int64_t B, int64_t work_per_row) {
 
 using Dims3 = RNNLayerDims;
 
-bool valid(const RNNLayerInput& in, int64_t t, int64_t b) {
-  return in.lengths.empty() || t < in.lengths[size_t(b)];
-}
-
 template <typename S>
 RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
   const auto [T, B, I, H, G] = d;
   const int64_t GH = G * H;
   const TensorOptions opt = in.x.options();
   const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
-  RNNLayerOutput out;
-  RNNReserve& r = out.reserve;
-
-  // XP (T·B, G·H) = X (T·B, I) · W_ih^T; the gates are computed in place in it.
-  r.gates = empty({T, B, GH}, opt);
-  mm(r.gates.view({T * B, GH}), in.x.contiguous().view({T * B, I}), in.w_ih.t(), 0);
-  if (in.b_ih.defined()) {
-    // LSTM and RNN fold both biases in here; GRU keeps b_hh inside the reset gate.
-    Tensor bias = in.mode == RNNMode::GRU ? in.b_ih.contiguous() : (in.b_ih + in.b_hh).contiguous();
-    add_rows(r.gates.data_ptr<S>(), bias.data_ptr<S>(), T * B, GH);
-  }
-  out.y = zeros({T, B, H}, opt);
-  r.h_prev = empty({T, B, H}, opt);
-  Tensor h = in.h0.contiguous().clone();  // (B, H) running state
-  Tensor c;
-  if (lstm) {
-    c = in.c0.contiguous().clone();
-    r.c_prev = zeros({T, B, H}, opt);
-    r.tanh_c = zeros({T, B, H}, opt);
-  }
-  Tensor b_hh = in.b_hh.defined() ? in.b_hh.contiguous() : Tensor();
-  if (gru) r.gh_n = zeros({T, B, H}, opt);
+  const bool relu = in.mode == RNNMode::RNN_RELU;
+  RNNLayerOutput out = rnn_rules::begin_forward(in, [](const Tensor& x, const Tensor& bias) {
+    add_rows(x.data_ptr<S>(), bias.data_ptr<S>(), x.size(0), x.size(1));
+  });  // the input projection is in the gates
+  const RNNReserve& r = out.reserve;
+  const Tensor b_hh = rnn_rules::recurrent_bias(in);
+  const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
   const Tensor w_hh_t = in.w_hh.t();  // (H, G·H)
+  S* hv = out.h_n.data_ptr<S>();      // (B, H) running state
+  S* cv = lstm ? out.c_n.data_ptr<S>() : nullptr;
 
   // Batch rows never interact, so each thread runs the whole time loop for its own slice
   // of rows: no synchronisation per step, and each step's GEMM stays on its thread.
@@ -102,9 +97,10 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
     const int64_t nb = b1 - b0;
     Tensor gh = gru ? empty({nb, GH}, opt) : Tensor();  // (nb, G·H) W_hh h + b_hh
     for (int64_t s = 0; s < T; ++s) {
-      const int64_t t = in.reverse ? T - 1 - s : s;
+      const int64_t t = rnn_rules::step_time(s, T, in.reverse);
       Tensor hp = r.h_prev.select(0, t).narrow(0, b0, nb);  // (nb, H)
-      std::memcpy(hp.data(), h.data_ptr<S>() + b0 * H, size_t(nb * H) * sizeof(S));
+      S* hp_rows = hp.data_ptr<S>();
+      std::memcpy(hp_rows, hv + b0 * H, size_t(nb * H) * sizeof(S));
       Tensor g_t = r.gates.select(0, t).narrow(0, b0, nb);  // (nb, G·H)
       if (gru) {
         mm(gh, hp, w_hh_t, 0);
@@ -113,61 +109,32 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
         mm(g_t, hp, w_hh_t, 1);  // gates (nb, G·H) += h (nb, H) · W_hh^T (H, G·H)
       }
       S* gates_t = r.gates.select(0, t).data_ptr<S>();
-      S* hv = h.data_ptr<S>();
       S* y = out.y.select(0, t).data_ptr<S>();
-      S* cv = lstm ? c.data_ptr<S>() : nullptr;
       S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
       S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
       S* gh_n_t = gru ? r.gh_n.select(0, t).data_ptr<S>() : nullptr;
       for (int64_t b = b0; b < b1; ++b) {
         S* g = gates_t + b * GH;
-        S* hb = hv + b * H;
-        if (!valid(in, t, b)) {
-          std::fill(g, g + GH, S(0));
+        if (!lengths.valid(b, t)) {
+          rnn_rules::skip_forward(in.mode, g, gru ? gh_n_t + b * H : nullptr, H, H);
           continue;
         }
+        S* hb = hv + b * H;
         S* yb = y + b * H;
         if (lstm) {
           S* cb = cv + b * H;
           S* cp = c_prev_t + b * H;
-          S* tc = tanh_c_t + b * H;
-          cpu::sigmoid_inplace(g, 2 * H);      // i, f
-          cpu::tanh_inplace(g + 2 * H, H);     // g
-          cpu::sigmoid_inplace(g + 3 * H, H);  // o
-          for (int64_t j = 0; j < H; ++j) {
-            cp[j] = cb[j];
-            cb[j] = g[H + j] * cb[j] + g[j] * g[2 * H + j];
-            tc[j] = cb[j];
-          }
-          cpu::tanh_inplace(tc, H);
-          for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[3 * H + j] * tc[j];
+          std::copy(cb, cb + H, cp);
+          rnn_math::LstmForward<S>()(VectorActivations(), g, cp, cb, tanh_c_t + b * H, hb, yb, H);
         } else if (gru) {
-          const S* ghb = gh.data_ptr<S>() + (b - b0) * GH;
-          S* ghn = gh_n_t + b * H;
-          for (int64_t j = 0; j < 2 * H; ++j) g[j] += ghb[j];  // r, z pre-activations
-          cpu::sigmoid_inplace(g, 2 * H);
-          for (int64_t j = 0; j < H; ++j) {
-            ghn[j] = ghb[2 * H + j];
-            g[2 * H + j] += g[j] * ghn[j];  // n pre-activation: x_n + r * (W_hn h + b_hn)
-          }
-          cpu::tanh_inplace(g + 2 * H, H);
-          for (int64_t j = 0; j < H; ++j) {
-            const S z = g[H + j], n = g[2 * H + j];
-            yb[j] = hb[j] = (S(1) - z) * n + z * hb[j];
-          }
+          rnn_math::GruForward<S>()(VectorActivations(), g, gh.data_ptr<S>() + (b - b0) * GH, hp_rows + (b - b0) * H,
+                                    gh_n_t + b * H, hb, yb, H);
         } else {
-          if (in.mode == RNNMode::RNN_RELU) {
-            for (int64_t j = 0; j < H; ++j) g[j] = g[j] > S(0) ? g[j] : S(0);
-          } else {
-            cpu::tanh_inplace(g, H);
-          }
-          for (int64_t j = 0; j < H; ++j) yb[j] = hb[j] = g[j];
+          rnn_math::RnnForward<S>()(VectorActivations(), g, hb, yb, H, relu);
         }
       }
     }
   });
-  out.h_n = h;
-  out.c_n = c;
   return out;
 }
 
@@ -178,27 +145,24 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   const int64_t GH = G * H;
   const TensorOptions opt = in.x.options();
   const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
-  Tensor dy = dy_in.defined() ? dy_in.contiguous() : zeros({T, B, H}, opt);
-  Tensor dh = dh_n.defined() ? dh_n.contiguous().clone() : zeros({B, H}, opt);
-  Tensor dc = lstm ? (dc_n.defined() ? dc_n.contiguous().clone() : zeros({B, H}, opt)) : Tensor();
-  Tensor dG = empty({T, B, GH}, opt);               // w.r.t. the input-projection pre-activations
-  Tensor dGh = gru ? empty({T, B, GH}, opt) : dG;   // w.r.t. the recurrent ones (differ for GRU)
-  Tensor direct = gru ? empty({B, H}, opt) : Tensor();  // GRU: dh_prev through z * h_prev
+  const bool relu = in.mode == RNNMode::RNN_RELU;
+  const rnn_rules::BackwardState st = rnn_rules::begin_backward(in, dy_in, dh_n, dc_n);
+  const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
 
   // As in forward, each thread sweeps the whole sequence for its slice of rows.
   parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
     const cpu::FlushDenormalsGuard ftz;  // Note [denormals in recurrent backward]
     const int64_t nb = b1 - b0;
     Tensor dh_rec = empty({nb, H}, opt);  // (nb, H) dGh[t] · W_hh
-    S* dhv = dh.data_ptr<S>();
-    S* dcv = lstm ? dc.data_ptr<S>() : nullptr;
-    S* direct_v = gru ? direct.data_ptr<S>() : nullptr;
+    S* dhv = st.dh.data_ptr<S>();
+    S* dcv = lstm ? st.dc.data_ptr<S>() : nullptr;
+    S* direct_v = gru ? st.direct.data_ptr<S>() : nullptr;
     for (int64_t s = T - 1; s >= 0; --s) {
-      const int64_t t = in.reverse ? T - 1 - s : s;
+      const int64_t t = rnn_rules::step_time(s, T, in.reverse);
       const S* g_t = r.gates.select(0, t).data_ptr<S>();
-      S* dG_t = dG.select(0, t).data_ptr<S>();
-      S* dGh_t = dGh.select(0, t).data_ptr<S>();
-      const S* dy_t = dy.select(0, t).data_ptr<S>();
+      S* dG_t = st.dG.select(0, t).data_ptr<S>();
+      S* dGh_t = st.dGh.select(0, t).data_ptr<S>();
+      const S* dy_t = st.dy.select(0, t).data_ptr<S>();
       const S* c_prev_t = lstm ? r.c_prev.select(0, t).data_ptr<S>() : nullptr;
       const S* tanh_c_t = lstm ? r.tanh_c.select(0, t).data_ptr<S>() : nullptr;
       const S* h_prev_t = gru ? r.h_prev.select(0, t).data_ptr<S>() : nullptr;
@@ -208,9 +172,8 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
         S* dg = dG_t + b * GH;
         S* dgh = dGh_t + b * GH;
         S* dhb = dhv + b * H;
-        if (!valid(in, t, b)) {
-          std::fill(dg, dg + GH, S(0));
-          if (gru) std::fill(dgh, dgh + GH, S(0));
+        if (!lengths.valid(b, t)) {
+          rnn_rules::skip_backward(in.mode, dg, dgh, H, H);
           continue;
         }
         const S* dyb = dy_t + b * H;
@@ -234,38 +197,20 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
             dgh[H + j] = dg[H + j];
           }
         } else {
-          const bool relu = in.mode == RNNMode::RNN_RELU;
           for (int64_t j = 0; j < H; ++j) dg[j] = rnn_math::rnn_activation_grad(dhb[j] + dyb[j], g[j], relu);
         }
       }
       // dh_prev (nb, H) = dGh[t] (nb, G·H) · W_hh (G·H, H); skipped rows keep their dh.
-      mm(dh_rec, dGh.select(0, t).narrow(0, b0, nb), in.w_hh, 0);
+      mm(dh_rec, st.dGh.select(0, t).narrow(0, b0, nb), in.w_hh, 0);
       const S* rec = dh_rec.data_ptr<S>();
       for (int64_t b = b0; b < b1; ++b) {
-        if (!valid(in, t, b)) continue;
+        if (!lengths.valid(b, t)) continue;
         for (int64_t j = 0; j < H; ++j)
           dhv[b * H + j] = rec[(b - b0) * H + j] + (gru ? direct_v[b * H + j] : S(0));
       }
     }
   });
-
-  RNNLayerGrads out;
-  const Tensor dG2 = dG.view({T * B, GH}), dGh2 = dGh.view({T * B, GH});
-  out.dx = empty({T, B, I}, opt);
-  mm_flush_denormals(out.dx.view({T * B, I}), dG2, in.w_ih);          // dX (T·B, I) = dG (T·B, G·H) · W_ih (G·H, I)
-  out.dw_ih = empty({GH, I}, opt);
-  mm_flush_denormals(out.dw_ih, dG2.t(), in.x.contiguous().view({T * B, I}));  // dW_ih (G·H, I) = dG^T · X
-  out.dw_hh = empty({GH, H}, opt);
-  mm_flush_denormals(out.dw_hh, dGh2.t(), r.h_prev.view({T * B, H}));  // dW_hh (G·H, H) = dGh^T · H_prev
-  if (in.b_ih.defined()) {
-    out.db_ih = empty({GH}, opt);
-    reduce(ReduceOp::Sum, out.db_ih, dG2, {0});
-    out.db_hh = gru ? empty({GH}, opt) : out.db_ih.clone();
-    if (gru) reduce(ReduceOp::Sum, out.db_hh, dGh2, {0});
-  }
-  out.dh0 = dh;
-  out.dc0 = dc;
-  return out;
+  return rnn_rules::finish_backward(in, r, st, mm_flush_denormals);
 }
 
 }  // namespace

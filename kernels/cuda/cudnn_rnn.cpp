@@ -28,6 +28,7 @@
 #include "core/factories.h"
 #include "core/generator.h"
 #include "kernels/cuda/check.h"
+#include "kernels/rnn_rules.h"
 
 namespace loom::kernels::cuda {
 
@@ -188,8 +189,12 @@ cudnnHandle_t describe(CudnnRNNSaved& s, const Tensor& x, const std::vector<int6
       to_int(c.input_size, "input size"), to_int(H, "hidden size"), to_int(H, "projection size"),
       to_int(c.num_layers, "num_layers"), s.dropout.desc, CUDNN_RNN_PADDED_IO_ENABLED));
 
-  std::vector<int32_t> lens(size_t(s.B), to_int(s.T, "sequence length"));
-  for (size_t b = 0; b < lengths.size(); ++b) lens[b] = int32_t(lengths[b]);
+  // Each row's length (Note [recurrent layer rules]), for the descriptors and the device.
+  LOOM_CHECK(lengths.empty() || int64_t(lengths.size()) == s.B, ShapeError, "cudnn_rnn: ", lengths.size(),
+             " lengths for a batch of ", s.B);
+  const rnn_rules::Lengths rows = rnn_rules::host_lengths(lengths, s.T);
+  std::vector<int32_t> lens(size_t(s.B));
+  for (int64_t b = 0; b < s.B; ++b) lens[size_t(b)] = to_int(rows.of(b), "sequence length");
   // paddingFill is read as one element of the data type: eight zero bytes are 0 in each.
   static const std::array<unsigned char, 8> zero{};
   void* fill = const_cast<unsigned char*>(zero.data());
@@ -341,7 +346,7 @@ RNNStackGrads cudnn_rnn_backward(const RNNStackSaved& saved, const Tensor& x, co
 
   RNNStackGrads g;
   // cuDNN documents the padding fill for outputs only: zero dx so that positions past a
-  // sequence's length hold 0 as on the CPU, whatever cuDNN leaves there.
+  // sequence's length hold 0 (Note [recurrent layer rules]), whatever cuDNN leaves there.
   g.dx = zeros(x.sizes(), opt);
   g.dhx = empty(hx.sizes(), opt);
   if (lstm) g.dcx = empty(cx.sizes(), opt);
