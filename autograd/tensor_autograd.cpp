@@ -100,11 +100,37 @@ void Tensor::retain_grad() const {
   m.grad_fn->retained_grads.emplace_back(m.output_nr, impl_);
 }
 
+namespace {
+
+// The engine passes a hook's result on as the tensor's gradient (into .grad for a leaf,
+// into the grad_fn otherwise), so, as PyTorch does, a result of another shape, dtype or
+// device than the tensor's is an error, thrown before anything is accumulated.
+Tensor::Hook checked_hook(Tensor::Hook fn, const Tensor& t, const AutogradMeta& m) {
+  std::string what = detail::str("the ", dtype_name(t.dtype()), " tensor of shape ", shape_str(t.sizes()),
+                                 " on ", t.device(),
+                                 m.grad_fn ? " (grad_fn " + m.grad_fn->name() + ")" : std::string(" (a leaf)"));
+  return [fn = std::move(fn), shape = t.sizes(), dtype = t.dtype(), device = t.device(),
+          what = std::move(what)](const Tensor& g) {
+    Tensor r = fn(g);
+    if (!r.defined()) return r;
+    LOOM_CHECK(r.sizes() == shape, ShapeError, "register_hook: a hook on ", what,
+               " returned a gradient of shape ", shape_str(r.sizes()), "; expected shape ", shape_str(shape));
+    LOOM_CHECK(r.dtype() == dtype, DTypeError, "register_hook: a hook on ", what, " returned a ",
+               dtype_name(r.dtype()), " gradient; expected ", dtype_name(dtype));
+    LOOM_CHECK(r.device() == device, DeviceError, "register_hook: a hook on ", what,
+               " returned a gradient on ", r.device(), "; expected ", device);
+    return r;
+  };
+}
+
+}  // namespace
+
 int64_t Tensor::register_hook(Hook fn) const {
   LOOM_CHECK(requires_grad(), AutogradError,
              "register_hook: cannot register a hook on a tensor that does not require grad; shape ",
              shape_str(sizes()));
   AutogradMeta& m = autograd_meta(*this);
+  fn = checked_hook(std::move(fn), *this, m);
   if (m.grad_fn) return m.grad_fn->add_pre_hook(m.output_nr, std::move(fn));
   int64_t handle = new_hook_handle();
   m.leaf_hooks.emplace_back(handle, std::move(fn));

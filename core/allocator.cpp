@@ -3,9 +3,9 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
-#include <new>
 
 #include "core/error.h"
 #include "core/storage.h"
@@ -64,15 +64,22 @@ BlockCache& block_cache() {
   return *cache;
 }
 
+[[noreturn]] void out_of_memory(size_t nbytes, Device device) {
+  throw OutOfMemoryError(detail::str("out of memory: cannot allocate ", nbytes, " bytes (", double(nbytes) / (1 << 20),
+                                     " MiB) on ", device));
+}
+
 class CPUAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes, Device device) override {
     LOOM_ASSERT(device.is_cpu());
     if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device);
+    // No request this large can succeed, and rounding it up below would wrap.
+    if (nbytes > std::numeric_limits<size_t>::max() / 2) out_of_memory(nbytes, device);
     if (nbytes >= kCacheMin) {
       const size_t rounded = (nbytes + kCacheGranule - 1) / kCacheGranule * kCacheGranule;
       void* p = block_cache().take(rounded);
-      if (!p) throw std::bad_alloc();
+      if (!p) out_of_memory(nbytes, device);
       // The block's size travels in the deleter's context.
       return DataPtr(p, reinterpret_cast<void*>(rounded),
                      [](void* ctx, void* ptr) { block_cache().give_back(ptr, reinterpret_cast<size_t>(ctx)); },
@@ -82,7 +89,7 @@ class CPUAllocator final : public Allocator {
     // alignment is all their loops can use.
     const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     void* p = nbytes <= kSmallBytes ? std::malloc(nbytes) : std::aligned_alloc(kCpuAlignment, rounded);
-    if (!p) throw std::bad_alloc();
+    if (!p) out_of_memory(nbytes, device);
     return DataPtr(p, nullptr, [](void*, void* ptr) { std::free(ptr); }, device);
   }
 };

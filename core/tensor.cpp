@@ -4,20 +4,43 @@
 #include <algorithm>
 
 #include "core/allocator.h"
+#include "core/checked_shape.h"
 #include "core/cuda_emulation.h"
 #include "core/factories.h"
 
 namespace loom {
 
-Shape contiguous_strides(const Shape& sizes) {
+namespace {
+[[noreturn]] void throw_overflow(const Shape& sizes, const char* op) {
+  throw ValueError(detail::str(op, ": shape ", shape_str(sizes),
+                               " has too many elements: its size product overflows int64"));
+}
+}  // namespace
+
+int64_t check_numel(const Shape& sizes, const char* op) {
+  int64_t n = 1;  // the product counting 0 as 1
+  bool empty = false;
+  for (int64_t s : sizes) {
+    if (s == 0) empty = true;
+    else if (__builtin_mul_overflow(n, s, &n)) [[unlikely]] throw_overflow(sizes, op);
+  }
+  return empty ? 0 : n;
+}
+
+Shape contiguous_strides(const Shape& sizes, const char* op) {
   Shape strides(sizes.size());
   int64_t s = 1;
   for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
     strides[d] = s;
-    s *= std::max<int64_t>(sizes[d], 1);
+    if (__builtin_mul_overflow(s, std::max<int64_t>(sizes[d], 1), &s)) [[unlikely]] {
+      // The outermost product is never used as a stride.
+      if (d > 0) throw_overflow(sizes, op);
+    }
   }
   return strides;
 }
+
+Shape contiguous_strides(const Shape& sizes) { return contiguous_strides(sizes, "contiguous_strides"); }
 
 std::string shape_str(const Shape& shape) {
   std::string s = "(";

@@ -3,15 +3,38 @@
 #include "core/factories.h"
 
 #include <cmath>
+#include <limits>
 
+#include "core/checked_shape.h"
 #include "kernels/kernels.h"
 
 namespace loom {
 namespace {
 
-void check_shape(const Shape& shape, const char* op) {
+// An uninitialised contiguous tensor of shape; errors name op (Note [checked shape
+// arithmetic]): a negative size is a ShapeError, a count or byte size past int64 a
+// ValueError, and more bytes than the device has an OutOfMemoryError from its allocator.
+// The element count of shape, checked.
+int64_t check_shape(const Shape& shape, const char* op) {
   for (int64_t s : shape)
     LOOM_CHECK(s >= 0, ShapeError, op, ": negative dimension in shape ", shape_str(shape));
+  return check_numel(shape, op);
+}
+
+Tensor make_empty(const Shape& shape, const TensorOptions& options, const char* op) {
+  const int64_t n = check_shape(shape, op);
+  auto impl = std::make_shared<TensorImpl>();
+  int64_t nbytes = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(n, int64_t(element_size(options.dtype_)), &nbytes), ValueError, op,
+             ": shape ", shape_str(shape), " of ", dtype_name(options.dtype_), " needs more than ",
+             std::numeric_limits<int64_t>::max(), " bytes");
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape, op);
+  impl->dtype = options.dtype_;
+  impl->device = options.device_;
+  impl->version = std::make_shared<VersionCounter>();
+  impl->storage = make_storage(size_t(nbytes), options.device_);
+  return Tensor(std::move(impl));
 }
 
 Tensor finish(Tensor t, const TensorOptions& options) {
@@ -19,28 +42,24 @@ Tensor finish(Tensor t, const TensorOptions& options) {
   return t;
 }
 
-}  // namespace
-
-Tensor empty(const Shape& shape, TensorOptions options) {
-  check_shape(shape, "empty");
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = options.dtype_;
-  impl->device = options.device_;
-  impl->version = std::make_shared<VersionCounter>();
-  impl->storage = make_storage(size_t(impl->numel() * element_size(options.dtype_)), options.device_);
-  return finish(Tensor(std::move(impl)), options);
-}
-
-Tensor full(const Shape& shape, Scalar value, TensorOptions options) {
-  Tensor t = empty(shape, options.requires_grad(false));
+Tensor make_full(const Shape& shape, Scalar value, const TensorOptions& options, const char* op) {
+  Tensor t = make_empty(shape, options, op);
   kernels::fill(t, value);
   return finish(t, options);
 }
 
-Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0, options); }
-Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1, options); }
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  return finish(make_empty(shape, options, "empty"), options);
+}
+
+Tensor full(const Shape& shape, Scalar value, TensorOptions options) {
+  return make_full(shape, value, options, "full");
+}
+
+Tensor zeros(const Shape& shape, TensorOptions options) { return make_full(shape, 0, options, "zeros"); }
+Tensor ones(const Shape& shape, TensorOptions options) { return make_full(shape, 1, options, "ones"); }
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.options()); }
@@ -57,12 +76,29 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
   if (!start.is_integral() || !end.is_integral() || !step.is_integral()) {
     if (options.dtype_ == kInt64) options = options.dtype(kFloat32);
   }
-  const int64_t n = int64_t(std::ceil((e - s) / st));
-  Tensor host = empty({n}, TensorOptions(options.dtype_));
+  // The count: exact for integers (int64 bounds can span 2^64), else in double; it must
+  // fit in int64 either way (a double past it does not even convert).
+  constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
+  int64_t n = 0;
+  if (start.is_integral() && end.is_integral() && step.is_integral()) {
+    const __int128 span = __int128(end.to_int()) - start.to_int(), by = step.to_int();
+    const __int128 count = (span + (by > 0 ? by - 1 : by + 1)) / by;
+    LOOM_CHECK(count <= kMaxCount, ValueError, "arange: [", start.to_int(), ", ", end.to_int(), ") in steps of ",
+               step.to_int(), " has more than ", kMaxCount, " elements");
+    n = int64_t(count);
+  } else {
+    const double count = std::ceil((e - s) / st);
+    LOOM_CHECK(count < 0x1p63, ValueError, "arange: [", s, ", ", e, ") in steps of ", st, " has ", count,
+               " elements, more than ", kMaxCount);
+    n = int64_t(count);
+  }
+  Tensor host = make_empty({n}, TensorOptions(options.dtype_), "arange");
   dispatch_numeric(options.dtype_, "arange", [&]<typename T>() {
     T* p = host.data_ptr<T>();
+    // start + i * step in uint64, whose wrap-around is exact: every value lies in [start, end).
+    const uint64_t first = uint64_t(start.to_int()), by = uint64_t(step.to_int());
     for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_integral_v<T>) p[i] = T(start.to_int() + i * step.to_int());
+      if constexpr (std::is_integral_v<T>) p[i] = T(int64_t(first + uint64_t(i) * by));
       else p[i] = T(s + double(i) * st);
     }
   });
@@ -71,7 +107,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
   LOOM_CHECK(steps >= 0, ValueError, "linspace: steps must be non-negative, got ", steps);
-  Tensor host = empty({steps}, TensorOptions(options.dtype_));
+  Tensor host = make_empty({steps}, TensorOptions(options.dtype_), "linspace");
   const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   dispatch_numeric(options.dtype_, "linspace", [&]<typename T>() {
     T* p = host.data_ptr<T>();
@@ -85,12 +121,10 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
-  check_shape(shape, "from_vector");
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  const int64_t n = check_shape(shape, "from_vector");
   LOOM_CHECK(n == int64_t(values.size()), ShapeError, "from_vector: ", values.size(),
              " values cannot fill shape ", shape_str(shape), " (", n, " elements)");
-  Tensor host = empty(shape, TensorOptions(dtype_of<T>));
+  Tensor host = make_empty(shape, TensorOptions(dtype_of<T>), "from_vector");
   std::copy(values.begin(), values.end(), host.data_ptr<T>());
   Tensor t = host;
   if (options.dtype_ != dtype_of<T>) t = t.to(options.dtype_);
@@ -115,7 +149,7 @@ LOOM_INSTANTIATE_FROM_VECTOR(bool)
 
 namespace {
 // Philox blocks reserved for n elements: two words each, four words a block.
-uint64_t blocks_for(int64_t n) { return uint64_t((2 * n + 3) / 4); }
+uint64_t blocks_for(int64_t n) { return uint64_t(n) / 2 + uint64_t(n) % 2; }
 }  // namespace
 
 Tensor& Tensor::uniform_(double low, double high) {
@@ -139,20 +173,20 @@ Tensor& Tensor::normal_(double mean, double std) {
 }
 
 Tensor rand(const Shape& shape, TensorOptions options) {
-  Tensor t = empty(shape, options.requires_grad(false));
+  Tensor t = make_empty(shape, options, "rand");
   t.uniform_(0.0, 1.0);
   return finish(t, options);
 }
 
 Tensor randn(const Shape& shape, TensorOptions options) {
-  Tensor t = empty(shape, options.requires_grad(false));
+  Tensor t = make_empty(shape, options, "randn");
   t.normal_(0.0, 1.0);
   return finish(t, options);
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
   LOOM_CHECK(low < high, ValueError, "randint: expected low < high, got [", low, ", ", high, ")");
-  Tensor t = empty(shape, options);
+  Tensor t = finish(make_empty(shape, options, "randint"), options);
   Generator& g = default_generator();
   kernels::randint(t, low, high, g.seed(), g.reserve(blocks_for(t.numel())));
   return t;
@@ -175,7 +209,7 @@ Tensor bernoulli(const Shape& shape, double p, TensorOptions options) {
   // same numbers as bernoulli(full(shape, p, options)), without a probability tensor.
   const double p_stored =
       dispatch_floating(options.dtype_, "bernoulli", [&]<typename T>() { return double(Scalar(p).to<T>()); });
-  Tensor t = empty(shape, options.requires_grad(false));
+  Tensor t = make_empty(shape, options, "bernoulli");
   Generator& g = default_generator();
   kernels::bernoulli(t, p_stored, g.seed(), g.reserve(blocks_for(t.numel())));
   return t;

@@ -7,6 +7,7 @@
 
 #include "autograd/function.h"
 #include "autograd/node.h"
+#include "core/cuda_emulation.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -275,6 +276,52 @@ TEST_CASE("register_hook on leaves and non-leaves, remove_hook", "[autograd]") {
   CHECK(calls == 1);
   CHECK(doubles(w.grad()) == std::vector<double>{18, 36});
 }
+
+TEST_CASE("a hook whose result has the wrong shape, dtype or device is an error", "[autograd]") {
+  // Leaf: the (7,) result was accumulated into the (3,) parameter's .grad.
+  Tensor x = vec_leaf({1, 2, 3});
+  int64_t h = x.register_hook([](const Tensor&) { return zeros({7}, kFloat64); });
+  require_throws_with<ShapeError>([&] { (x * 2.0).sum().backward(); },
+                                  {"hook", "(7,)", "(3,)", "float64", "cpu", "leaf"});
+  CHECK_FALSE(x.grad().defined());
+  x.remove_hook(h);
+  h = x.register_hook([](const Tensor& g) { return g.to(kFloat32); });
+  require_throws_with<DTypeError>([&] { (x * 2.0).sum().backward(); }, {"hook", "float32", "float64", "(3,)"});
+  CHECK_FALSE(x.grad().defined());
+  // A hook's result may have other strides: only shape, dtype and device must match.
+  x.remove_hook(h);
+  x.register_hook([](const Tensor& g) { return g.expand({3}) * 1.0; });
+  (x * 2.0).sum().backward();
+  CHECK(doubles(x.grad()) == std::vector<double>{2, 2, 2});
+  // A later wrong hook leaves the accumulated .grad as it was.
+  x.register_hook([](const Tensor& g) { return g.reshape({3, 1}); });
+  require_throws_with<ShapeError>([&] { (x * 2.0).sum().backward(); }, {"hook", "(3, 1)", "(3,)"});
+  CHECK(doubles(x.grad()) == std::vector<double>{2, 2, 2});
+
+  // Non-leaf: the error names the tensor's grad_fn; nothing reaches the leaf.
+  Tensor w = vec_leaf({1, 2, 3});
+  Tensor y = w * 3.0;
+  int64_t hy = y.register_hook([](const Tensor&) { return zeros({2, 3}, kFloat64); });
+  require_throws_with<ShapeError>([&] { (y * y).sum().backward(); },
+                                  {"hook", "MulBackward", "(2, 3)", "(3,)"});
+  CHECK_FALSE(w.grad().defined());
+  y.remove_hook(hy);
+  y.register_hook([](const Tensor& g) { return g.to(kInt64); });
+  require_throws_with<DTypeError>([&] { (y * y).sum().backward(); }, {"hook", "MulBackward", "int64", "float64"});
+  CHECK_FALSE(w.grad().defined());
+  // loom::grad runs the same hooks and checks.
+  require_throws_with<DTypeError>([&] { grad({(y * y).sum()}, {w}); }, {"hook", "int64"});
+}
+
+#ifndef LOOM_WITH_CUDA
+TEST_CASE("a hook that moves the gradient to another device is an error", "[autograd][cuda_emulation]") {
+  cuda::EmulationGuard emulate;
+  Tensor x = vec_leaf({1, 2, 3});
+  x.register_hook([](const Tensor& g) { return g.to(kCUDA); });
+  require_throws_with<DeviceError>([&] { (x * 2.0).sum().backward(); }, {"hook", "cuda:0", "cpu", "(3,)"});
+  CHECK_FALSE(x.grad().defined());
+}
+#endif
 
 TEST_CASE("post-accumulate-grad hooks run once per backward", "[autograd]") {
   Tensor x = vec_leaf({1, 2});

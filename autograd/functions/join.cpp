@@ -42,7 +42,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_) {
                  d, ", but tensor ", ref, " has shape ", shape_str(first.sizes()), " and tensor ", i,
                  " has shape ", shape_str(t.sizes()), " (they differ in dim ", k, ")");
     }
-    shape[size_t(d)] += t.size(d);
+    LOOM_CHECK(!__builtin_add_overflow(shape[size_t(d)], t.size(d), &shape[size_t(d)]), ValueError,
+               "cat: the sizes in dim ", d, " sum past int64 at tensor ", i, " of shape ", shape_str(t.sizes()));
   }
 
   Tensor out = empty(shape, TensorOptions(dtype).device(first.device()));

@@ -11,6 +11,7 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
+#include "core/checked_shape.h"
 #include "core/factories.h"
 #include "core/ops.h"
 #include "kernels/kernels.h"
@@ -72,8 +73,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b, const char* op) {
     return out;
   }
   const Shape batch = batch_shape(a2, b2, a, b, op);
-  int64_t B = 1;
-  for (int64_t s : batch) B *= s;
+  const int64_t B = check_numel(batch, op);  // broadcast batch dims can grow the count
   Shape a_shape = batch, b_shape = batch, out_shape = batch;
   a_shape.insert(a_shape.end(), {M, K});
   b_shape.insert(b_shape.end(), {K, N});

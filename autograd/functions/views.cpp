@@ -1,11 +1,11 @@
 // Views (share storage, record a backward that routes the gradient back into the
 // input's shape), and the ops that copy: contiguous, clone, to, copy_.
 #include <algorithm>
-#include <numeric>
 #include <optional>
 
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
+#include "core/checked_shape.h"
 #include "core/factories.h"
 #include "kernels/kernels.h"
 
@@ -16,6 +16,10 @@ Tensor broadcast_to_shape(const Tensor& t, const Shape& shape, const char* op) {
   const int64_t lead = int64_t(shape.size()) - t.dim();
   LOOM_CHECK(lead >= 0, ShapeError, op, ": cannot broadcast shape ", shape_str(t.sizes()), " to ",
              shape_str(shape));
+  for (int64_t s : shape)
+    LOOM_CHECK(s >= 0, ShapeError, op, ": cannot broadcast shape ", shape_str(t.sizes()), " to ",
+               shape_str(shape), ": negative size ", s);
+  check_numel(shape, op);  // a new leading dim or a dim of size 1 grows the count
   Shape strides(shape.size(), 0);
   for (int64_t d = 0; d < t.dim(); ++d) {
     const int64_t s = t.size(d), target = shape[size_t(d + lead)];
@@ -48,11 +52,12 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
-    tensor_numel *= sizes[size_t(d)];
-    if (d == 0 || (sizes[size_t(d - 1)] != 1 &&
-                   strides[size_t(d - 1)] != tensor_numel * chunk_base_stride)) {
+    tensor_numel *= sizes[size_t(d)];  // a partial product of a checked shape: no overflow
+    int64_t chunk_stride = 0;  // what strides[d - 1] must be to merge dims d - 1 and d
+    const bool overflow = __builtin_mul_overflow(tensor_numel, chunk_base_stride, &chunk_stride);
+    if (d == 0 || (sizes[size_t(d - 1)] != 1 && (overflow || strides[size_t(d - 1)] != chunk_stride))) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[size_t(view_d)] == 1)) {
-        out[size_t(view_d)] = view_numel * chunk_base_stride;
+        if (__builtin_mul_overflow(view_numel, chunk_base_stride, &out[size_t(view_d)])) return std::nullopt;
         view_numel *= new_sizes[size_t(view_d)];
         view_d--;
       }
@@ -70,24 +75,23 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
 
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape& from) {
   Shape out = shape;
-  int64_t known = 1, infer = -1;
+  int64_t infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       LOOM_CHECK(infer < 0, ShapeError, op, ": only one dimension can be -1, got ", shape_str(shape));
       infer = int64_t(i);
+      out[i] = 1;  // for the product of the given sizes
     } else {
       LOOM_CHECK(out[i] >= 0, ShapeError, op, ": invalid size in shape ", shape_str(shape));
-      known *= out[i];
     }
   }
+  const int64_t known = check_numel(out, op);  // ValueError if the sizes overflow int64
   if (infer >= 0) {
     LOOM_CHECK(known != 0 && numel % known == 0, ShapeError, op, ": shape ", shape_str(shape),
                " is invalid for input of shape ", shape_str(from), " (", numel, " elements)");
     out[size_t(infer)] = numel / known;
   }
-  int64_t total = 1;
-  for (int64_t s : out) total *= s;
-  LOOM_CHECK(total == numel, ShapeError, op, ": shape ", shape_str(shape),
+  LOOM_CHECK(infer >= 0 || known == numel, ShapeError, op, ": shape ", shape_str(shape),
              " is invalid for input of shape ", shape_str(from), " (", numel, " elements)");
   return out;
 }
@@ -159,8 +163,11 @@ Tensor Tensor::slice(int64_t dim_, std::optional<int64_t> start_, std::optional<
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sz = sizes(), st = strides();
-  sz[size_t(d)] = (end - start + step - 1) / step;
-  st[size_t(d)] *= step;
+  // ceil((end - start) / step), written so a huge step cannot overflow (x[0:4:2**63-1] has
+  // one element). A dim of one element keeps its stride: step * stride may overflow, and
+  // no element is ever reached through it.
+  sz[size_t(d)] = end == start ? 0 : (end - start - 1) / step + 1;
+  if (sz[size_t(d)] > 1) st[size_t(d)] *= step;  // the last element is in bounds: no overflow
   Tensor out = alias_with(*this, sz, st, storage_offset() + start * stride(d));
   Shape in_shape = sizes();
   DType dt = dtype();
@@ -177,11 +184,15 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   const int64_t d = wrap_dim(dim_, dim(), "narrow");
   LOOM_CHECK(dim() > 0, ShapeError, "narrow: cannot narrow a 0-dim tensor");
   const int64_t n = size(d);
+  LOOM_CHECK(start >= -n && start <= n, IndexError, "narrow: start ", start, " is out of range for dim ",
+             d, " of size ", n, " (shape ", shape_str(sizes()), ")");
   if (start < 0) start += n;
-  LOOM_CHECK(start >= 0 && length >= 0 && start + length <= n, IndexError, "narrow: range [", start,
-             ", ", start + length, ") is out of bounds for dim ", d, " of size ", n, " (shape ",
-             shape_str(sizes()), ")");
-  return slice(d, start, start + length);
+  int64_t end = 0;
+  const bool wraps = __builtin_add_overflow(start, length, &end);  // narrow(0, 1, INT64_MAX)
+  LOOM_CHECK(length >= 0 && !wraps && end <= n, IndexError, "narrow: range [", start, ", ",
+             wraps ? std::string("past int64") : std::to_string(end), ") of length ", length,
+             " is out of bounds for dim ", d, " of size ", n, " (shape ", shape_str(sizes()), ")");
+  return slice(d, start, end);
 }
 
 Tensor Tensor::select(int64_t dim_, int64_t index) const {
@@ -224,7 +235,10 @@ Tensor Tensor::squeeze(int64_t dim_) const {
 Tensor Tensor::unsqueeze(int64_t dim_) const {
   const int64_t d = wrap_dim(dim_, dim() + 1, "unsqueeze");
   Shape sz = sizes(), st = strides();
-  const int64_t new_stride = d < dim() ? sz[size_t(d)] * st[size_t(d)] : 1;
+  int64_t new_stride = 1;
+  LOOM_CHECK(d == dim() || !__builtin_mul_overflow(sz[size_t(d)], st[size_t(d)], &new_stride), ValueError,
+             "unsqueeze: the stride for dim ", d, " of a tensor of shape ", shape_str(sz), " and strides ",
+             shape_str(st), " overflows int64");
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
   Tensor out = alias_with(*this, sz, st, storage_offset());
@@ -275,7 +289,12 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim_) const {
 
 std::vector<Tensor> Tensor::split(const Dims& split_sizes, int64_t dim_) const {
   const int64_t d = wrap_dim(dim_, dim(), "split");
-  int64_t total = std::accumulate(split_sizes.begin(), split_sizes.end(), int64_t(0));
+  int64_t total = 0;
+  for (int64_t s : split_sizes) {
+    LOOM_CHECK(s >= 0 && !__builtin_add_overflow(total, s, &total), ValueError, "split: sizes ",
+               shape_str(split_sizes), " must be non-negative and sum to dim ", d, " of shape ",
+               shape_str(sizes()));
+  }
   LOOM_CHECK(total == size(d), ShapeError, "split: sizes ", shape_str(split_sizes), " sum to ", total,
              " but dim ", d, " of shape ", shape_str(sizes()), " has size ", size(d));
   std::vector<Tensor> parts;
@@ -290,7 +309,7 @@ std::vector<Tensor> Tensor::split(const Dims& split_sizes, int64_t dim_) const {
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim_) const {
   LOOM_CHECK(chunks > 0, ValueError, "chunk: chunks must be positive, got ", chunks);
   const int64_t n = size(wrap_dim(dim_, dim(), "chunk"));
-  return split(std::max<int64_t>((n + chunks - 1) / chunks, 1), dim_);
+  return split(n == 0 ? 1 : (n - 1) / chunks + 1, dim_);  // ceil(n / chunks) without overflow
 }
 
 std::vector<Tensor> Tensor::unbind(int64_t dim_) const {
