@@ -241,27 +241,56 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   }
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+namespace {
+
+// Why a file of type `mode` is refused: "is a FIFO, not a regular file", ...
+std::string not_regular(mode_t mode) {
+  const char* type = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                                      : nullptr;
+  return type ? std::string("is ") + type + ", not a regular file" : "not a regular file";
+}
+
+}  // namespace
+
+std::string read_regular_file(const std::string& path, std::string& bytes) {
+  // Note [no blocking open]: opening a FIFO for reading waits for a writer, possibly
+  // forever, and opening a device may act on it; so the type is checked with stat before
+  // the open, and again with fstat on what was opened (O_NONBLOCK, so that a regular file
+  // swapped for a FIFO in between cannot block either).
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::stat(path.c_str(), &st) != 0) return std::string("cannot open: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return std::string("cannot open: ") + std::strerror(errno);
+  auto failed = [&](const std::string& why) {
     ::close(fd);
-    fail(path, "not a regular file");
-  }
-  std::string bytes(size_t(st.st_size), '\0');
+    return why;
+  };
+  if (::fstat(fd, &st) != 0) return failed(std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return failed(not_regular(st.st_mode));
+  bytes.assign(size_t(st.st_size), '\0');
   size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {  // an error, or the file shrank while being read
       const int err = r < 0 ? errno : 0;
-      ::close(fd);
-      fail(path, "read error after " + std::to_string(got) + " bytes" + (err ? std::string(": ") + std::strerror(err) : ""));
+      return failed("read error after " + std::to_string(got) + " bytes" + (err ? std::string(": ") + std::strerror(err) : ""));
     }
     got += size_t(r);
   }
   ::close(fd);
+  return {};
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::string bytes;
+  const std::string why = read_regular_file(path, bytes);
+  if (!why.empty()) fail(path, why);
   return parse_safetensors(bytes, path);
 }
 

@@ -32,7 +32,15 @@ struct SafetensorsFile {
   TensorMap tensors;  // on the CPU
   Metadata metadata;
 };
+// Throws SerializationError naming path for a file that cannot be read or is not a
+// regular file (a FIFO, device, socket or directory is refused without blocking).
 SafetensorsFile load_safetensors(const std::string& path);
+
+// The whole of the regular file at path in bytes, for every loader of hostile files (the
+// safetensors and checkpoint loaders, the data readers): returns "" on success, otherwise
+// why not ("cannot open: No such file or directory", "is a FIFO, not a regular file", ...),
+// for the caller to throw in its own error type. Never blocks on a FIFO or opens a device.
+std::string read_regular_file(const std::string& path, std::string& bytes);
 
 // The same from and to memory (the parsing behind load_safetensors, and the fuzz target's
 // entry point). `name` is used in error messages.

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <optional>
 
+#include "core/safetensors.h"
 #include "data/tokenizer.h"
 
 namespace loom::data {
@@ -17,24 +18,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The whole file in content, or false with why set.
+// The whole file in content, or false with why set (core/safetensors.h: never blocks on a
+// FIFO, never opens a device).
 bool read_whole_file(const std::string& path, std::string& content, std::string& why) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    why = "is a directory, not a file";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in.is_open()) {
-    why = std::string("cannot open: ") + std::strerror(errno);
-    return false;
-  }
-  content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    why = "reading failed";
-    return false;
-  }
-  return true;
+  why = read_regular_file(path, content);
+  return why.empty();
 }
 
 std::string read_file_or_throw(const std::string& path) {

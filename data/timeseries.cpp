@@ -4,12 +4,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string_view>
 
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/safetensors.h"
 
 namespace loom::data {
 
@@ -162,8 +163,10 @@ NumericTable read_csv_columns(const std::string& path, const CsvColumnsOptions& 
   ReadReport& rep = report ? *report : local;
   rep.source = path;
 
-  std::ifstream in(path, std::ios::binary);
-  LOOM_CHECK(in, DataError, path, ": cannot open the file");
+  std::string content;
+  const std::string unreadable = read_regular_file(path, content);
+  LOOM_CHECK(unreadable.empty(), DataError, path, ": ", unreadable);
+  std::istringstream in(content);
 
   std::string line;
   size_t line_no = 0;

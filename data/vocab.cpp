@@ -7,8 +7,10 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/safetensors.h"
 
 namespace loom::data {
 
@@ -116,10 +118,10 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::error_code ec;
-  LOOM_CHECK(!std::filesystem::is_directory(path, ec), DataError, path, ": is a directory, not a vocab file");
-  std::ifstream in(path, std::ios::binary);
-  LOOM_CHECK(in.is_open(), DataError, path, ": cannot open the vocab file");
+  std::string content;
+  const std::string unreadable = read_regular_file(path, content);
+  LOOM_CHECK(unreadable.empty(), DataError, path, ": cannot read the vocab file: ", unreadable);
+  std::istringstream in(content);
 
   Vocab vocab;  // the specials, which the file must list first
   std::string line;

@@ -305,7 +305,22 @@ TEST_CASE("load_safetensors names the path of a missing or unreadable file", "[c
   require_throws_with<SerializationError>([&] { load_safetensors(dir.file("missing.safetensors")); },
                                           {dir.file("missing.safetensors"), "cannot open"});
   require_throws_with<SerializationError>([&] { load_safetensors(dir.path.string()); },
-                                          {dir.path.string(), "not a regular file"});
+                                          {dir.path.string(), "is a directory, not a regular file"});
+}
+
+TEST_CASE("load_safetensors, load_checkpoint and load_weights refuse a FIFO without blocking", "[checkpoint]") {
+  TempDir dir;
+  const std::string fifo = make_fifo(dir.file("ckpt.safetensors"));
+  require_throws_without_blocking<SerializationError>([&] { load_safetensors(fifo); }, fifo,
+                                                      {fifo, "is a FIFO, not a regular file"});
+  auto model = std::make_shared<nn::LinearImpl>(2, 3);
+  require_throws_without_blocking<SerializationError>([&] { optim::load_checkpoint(fifo, {model.get()}); }, fifo,
+                                                      {fifo, "is a FIFO"});
+  require_throws_without_blocking<SerializationError>([&] { optim::load_weights(fifo, *model); }, fifo,
+                                                      {fifo, "is a FIFO"});
+  // A device is refused before it is opened.
+  require_throws_with<SerializationError>([&] { load_safetensors("/dev/zero"); },
+                                          {"/dev/zero", "is a character device, not a regular file"});
 }
 
 // ---- atomic saves --------------------------------------------------------------------------------

@@ -504,6 +504,35 @@ TEST_CASE("read_aclimdb: layout, order, <br />, bad files", "[data][text]") {
   CHECK(report.records == 4);
 }
 
+TEST_CASE("the text readers and Vocab::load refuse a FIFO without blocking", "[data][text]") {
+  TempDir dir;
+  using loom::test::require_throws_without_blocking;
+  const std::string tsv = loom::test::make_fifo(dir.file("x.tsv"));
+  require_throws_without_blocking<DataError>([&] { read_tsv(tsv); }, tsv, {tsv, "is a FIFO, not a regular file"});
+  require_throws_without_blocking<DataError>([&] { read_labelled_text(tsv); }, tsv, {tsv, "is a FIFO"});
+  const std::string csv = loom::test::make_fifo(dir.file("x.csv"));
+  require_throws_without_blocking<DataError>([&] { read_csv(csv); }, csv, {csv, "is a FIFO"});
+  const std::string vocab = loom::test::make_fifo(dir.file("vocab.txt"));
+  require_throws_without_blocking<DataError>([&] { Vocab::load(vocab); }, vocab, {vocab, "is a FIFO"});
+  // In an aclImdb tree a FIFO is a bad file: an error, or skipped.
+  dir.write("aclImdb/train/neg/0_2.txt", "Awful");
+  dir.write("aclImdb/train/pos/2_8.txt", "Good");
+  const std::string review = loom::test::make_fifo(dir.file("aclImdb/train/pos/3_9.txt"));
+  const std::string root = (dir.path / "aclImdb").string();
+  require_throws_without_blocking<DataError>([&] { read_aclimdb(root, "train"); }, review,
+                                             {review + ":1: is a FIFO"});
+  ReadReport report;
+  size_t kept = 0;
+  require_throws_without_blocking<DataError>(
+      [&] {
+        kept = read_aclimdb(root, "train", {.on_bad = OnBadRecord::Skip}, &report).size();
+        throw DataError("read to the end");  // reached only without blocking
+      },
+      review, {"read to the end"});
+  CHECK(kept == 2);
+  CHECK(report.skipped == 1);
+}
+
 TEST_CASE("LabelSet: sorted ids, unknown labels", "[data][text]") {
   const LabelSet labels = LabelSet::from(records_of({{"pos", "a"}, {"neg", "b"}, {"pos", "c"}, {"mixed", "d"}}));
   REQUIRE(labels.size() == 3);

@@ -196,6 +196,15 @@ TEST_CASE("read_csv_columns rejects empty files", "[data][timeseries]") {
   CHECK_THROWS_AS(read_csv_columns((dir.path / "missing.csv").string()), DataError);
 }
 
+TEST_CASE("read_csv_columns refuses a FIFO or a folder without blocking", "[data][timeseries]") {
+  TempDir dir;
+  const std::string fifo = loom::test::make_fifo(dir.file("series.csv"));
+  loom::test::require_throws_without_blocking<DataError>([&] { read_csv_columns(fifo); }, fifo,
+                                                         {fifo, "is a FIFO, not a regular file"});
+  CHECK_THAT(message_of<DataError>([&] { read_csv_columns(dir.path.string()); }),
+             Catch::Contains("is a directory, not a regular file"));
+}
+
 TEST_CASE("read_csv_columns loads the bundled Mauna Loa CO2 file", "[data][timeseries]") {
   const std::string path = std::string(LOOM_EXAMPLES_DATA_DIR) + "/co2_weekly.csv";
   ReadReport report;
