@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "core/factories.h"
@@ -137,8 +138,33 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
   if (n > kMaxHeaderBytes) fail(name, "header length " + std::to_string(n) + " is larger than the limit of " + std::to_string(kMaxHeaderBytes));
   if (n > bytes.size() - 8)
     fail(name, "truncated: the header length " + std::to_string(n) + " exceeds the " + std::to_string(bytes.size() - 8) + " bytes after it");
-  json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(n), nullptr, /*allow_exceptions=*/false);
+  // nlohmann::json keeps the last of duplicate keys, so a file could say two things about
+  // one tensor (the reference implementation refuses it): every object's keys are tracked
+  // while parsing, and the first key seen twice in one object is reported.
+  struct OpenObject {
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<OpenObject> open;
+  std::string duplicate;
+  const json::parser_callback_t track_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      open.pop_back();
+    } else if (event == json::parse_event_t::key && duplicate.empty()) {
+      std::string key = parsed.get<std::string>();
+      if (!open.back().keys.insert(key).second) {
+        duplicate = "the key '" + key + "' appears twice in the header";
+        if (open.size() > 1) duplicate += " (inside '" + open[open.size() - 2].last_key + "')";
+      }
+      open.back().last_key = std::move(key);
+    }
+    return true;
+  };
+  json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(n), track_keys, /*allow_exceptions=*/false);
   if (header.is_discarded()) fail(name, "the header is not valid JSON");
+  if (!duplicate.empty()) fail(name, duplicate);
   if (!header.is_object()) fail(name, "the header is not a JSON object");
   SafetensorsFile out;
   std::vector<Entry> entries;

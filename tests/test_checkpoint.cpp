@@ -213,6 +213,36 @@ TEST_CASE("corrupt safetensors: the header's JSON", "[checkpoint]") {
   }
 }
 
+TEST_CASE("corrupt safetensors: a key given twice (the last would silently win)", "[checkpoint]") {
+  const std::string kF64x1 = std::string("\x00\x00\x00\x00\x00\x00\xf0\x3f", 8);  // 1.0
+  SECTION("a tensor, the second time with another dtype and shape") {
+    // Either entry alone would tile the data: [0, 8] as two F32 or one F64.
+    require_rejected(make_file("{" + entry("w", "F32", "[2]", "[0,8]") + "," + entry("w", "F64", "[1]", "[0,8]") + "}",
+                               kF32x2),
+                     {"the key 'w' appears twice in the header"});
+    require_rejected(make_file("{" + entry("w", "F64", "[1]", "[0,8]") + "," + entry("w", "F64", "[1]", "[0,8]") + "}",
+                               kF64x1),
+                     {"'w' appears twice"});
+  }
+  SECTION("a field of an entry") {
+    require_rejected(make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"dtype\":\"I32\",\"data_offsets\":[0,8]}}",
+                               kF32x2),
+                     {"the key 'dtype' appears twice in the header (inside 'w')"});
+  }
+  SECTION("a metadata key, and __metadata__ itself") {
+    require_rejected(make_file("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", ""),
+                     {"the key 'a' appears twice in the header (inside '__metadata__')"});
+    require_rejected(make_file("{\"__metadata__\":{\"a\":\"1\"},\"__metadata__\":{\"a\":\"2\"}}", ""),
+                     {"the key '__metadata__' appears twice"});
+  }
+  SECTION("the same name in different objects is fine") {
+    const SafetensorsFile f = parse_safetensors(
+        make_file("{" + entry("a", "F32", "[2]", "[0,8]") + ",\"__metadata__\":{\"a\":\"dtype\",\"dtype\":\"x\"}}", kF32x2));
+    REQUIRE(f.tensors.count("a") == 1);
+    REQUIRE(f.metadata == Metadata{{"a", "dtype"}, {"dtype", "x"}});
+  }
+}
+
 TEST_CASE("corrupt safetensors: tensor entries", "[checkpoint]") {
   SECTION("missing dtype") {
     require_rejected(make_file("{\"w\":{\"shape\":[2],\"data_offsets\":[0,8]}}", kF32x2), {"'w'", "'dtype'"});
