@@ -1,14 +1,17 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
@@ -228,12 +231,43 @@ int create_temp_beside(const std::string& path, std::string& tmp) {
   return -1;
 }
 
+// Note [stale temporaries]
+// A save killed mid-write (SIGKILL, a crash, power loss) leaves its path.tmp.<pid>.<n>
+// behind, and nothing else would ever remove it. So each save to path first removes the
+// temporaries beside it whose process no longer exists (kill(pid, 0) fails with ESRCH).
+// Left alone: this process's own (another thread may be saving), those of live processes
+// (a save in progress), anything not named exactly path.tmp.<digits>.<digits>, and
+// anything but a regular file. A process in another PID namespace writing to the same
+// folder looks dead from here; a reused pid only delays a removal.
+bool is_number(std::string_view s) {
+  return !s.empty() && s.size() <= 20 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+void remove_stale_temporaries(const std::string& dir, const std::string& base) {
+  const std::string prefix = base + ".tmp.";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == std::string_view::npos || !is_number(rest.substr(0, dot)) || !is_number(rest.substr(dot + 1))) continue;
+    pid_t pid = 0;
+    const auto [ptr, err] = std::from_chars(rest.data(), rest.data() + dot, pid);
+    if (err != std::errc() || pid <= 0 || pid == ::getpid()) continue;
+    std::error_code ignored;
+    if (!it->is_regular_file(ignored) || it->is_symlink(ignored)) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  }
+}
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
   const std::string bytes = serialize_safetensors(tensors, metadata);
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  remove_stale_temporaries(dir, path.substr(slash == std::string::npos ? 0 : slash + 1));
   std::string tmp;
   int fd = create_temp_beside(path, tmp);
   if (fd < 0) fail(path, std::string("cannot create a temporary file beside it: ") + std::strerror(errno));

@@ -25,7 +25,9 @@ using Metadata = std::map<std::string, std::string>;
 // with the permissions of a new file), fsync, then rename over path, so that a crash or a
 // failure mid-save never destroys an existing file; a failed save removes its temporary
 // and throws SerializationError naming path (ValueError for an undefined tensor or a name
-// that is not UTF-8). Tensors may live on any device and have any strides.
+// that is not UTF-8). Tensors may live on any device and have any strides. Each save first
+// removes the temporaries of earlier saves to path whose process has died (Note [stale
+// temporaries] in core/safetensors.cpp), so saves killed mid-write do not pile up.
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
 
 struct SafetensorsFile {

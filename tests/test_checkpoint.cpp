@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -413,6 +415,46 @@ TEST_CASE("a save whose rename fails (the target is a non-empty folder) removes 
   require_throws_with<SerializationError>([&] { save_safetensors(path, {{"w", zeros({3})}}); }, {path, "renaming"});
   REQUIRE(dir.names() == std::vector<std::string>{"ckpt"});
   REQUIRE(read_bytes(path + "/keep") == "precious");
+}
+
+TEST_CASE("a save removes the temporaries of killed saves to the same path, and nothing else", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  // A pid that is certainly dead: a child that has exited and been reaped.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  const std::string dead = std::to_string(child);
+  const std::string tmp = "model.safetensors.tmp.";
+  const std::vector<std::string> stale{tmp + dead + ".0", tmp + dead + ".17"};
+  std::vector<std::string> kept{
+      tmp + std::to_string(getpid()) + ".3",   // this process's (another thread may be saving)
+      tmp + std::to_string(getppid()) + ".0",  // a live process's
+      tmp + dead,                              // not exactly path.tmp.<pid>.<n>
+      tmp + dead + ".1.bak",
+      tmp + dead + ".x",
+      tmp + "-" + dead + ".0",
+      tmp + "+" + dead + ".0",
+      tmp + dead + ".",
+      "other.safetensors.tmp." + dead + ".0",  // another file's
+      "model.safetensors"};
+  for (const std::string& name : stale) write_bytes(dir.file(name), "partial");
+  for (const std::string& name : kept)
+    if (name != "model.safetensors") write_bytes(dir.file(name), "keep");
+  // Not regular files: a folder and a link named like a stale temporary.
+  fs::create_directory(dir.file(tmp + dead + ".5"));
+  fs::create_symlink(dir.file("other.safetensors.tmp." + dead + ".0"), dir.file(tmp + dead + ".6"));
+  kept.push_back(tmp + dead + ".5");
+  kept.push_back(tmp + dead + ".6");
+
+  save_safetensors(path, {{"w", zeros({2})}});
+  std::sort(kept.begin(), kept.end());
+  REQUIRE(dir.names() == kept);
+  for (const std::string& name : kept)
+    if (fs::is_regular_file(fs::symlink_status(dir.file(name))) && name != "model.safetensors")
+      REQUIRE(read_bytes(dir.file(name)) == "keep");
 }
 
 // ---- training checkpoints ---------------------------------------------------------------------------
