@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -607,6 +608,123 @@ TEST_CASE("load_checkpoint errors: a model of another shape, a weights file, a c
     require_throws_with<ValueError>([&] { optim::load_checkpoint(path, {}); }, {"load_checkpoint", "no model"});
     require_throws_with<ValueError>([&] { optim::save_checkpoint(path, {}); }, {"save_checkpoint", "no model"});
   }
+}
+
+namespace {
+
+// Everything a restore may change, bit for bit: the model, the optimizer's state and lrs,
+// the scheduler and the generator.
+struct Snapshot {
+  std::map<std::string, std::string> tensors;
+  int64_t last_epoch;
+  uint64_t seed, offset;
+  explicit Snapshot(const Trainer& t)
+      : last_epoch(t.sched.last_epoch()), seed(default_generator().seed()), offset(default_generator().offset()) {
+    for (const auto& [key, v] : t.model->state_dict()) tensors["model." + key] = raw_bytes(v);
+    for (const auto& [key, v] : t.opt.state_dict()) tensors["optimizer." + key] = raw_bytes(v);
+  }
+  bool operator==(const Snapshot&) const = default;
+};
+
+}  // namespace
+
+TEST_CASE("load_checkpoint is all or nothing: a bad entry anywhere changes nothing", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  const std::vector<Batch> data = make_data();
+  Trainer saved(3);
+  saved.train(data, 0, 4);
+  optim::save_checkpoint(path, saved.checkpoint(4, 1));
+  const SafetensorsFile good = load_safetensors(path);
+
+  struct Case {
+    std::string what, key;
+    Tensor value;  // undefined: remove the key
+    std::string why;
+  };
+  const Tensor p0 = good.tensors.at("optimizer.state.0.exp_avg_sq");
+  const std::vector<Case> cases{
+      {"a NaN lr", "optimizer.param_groups.0.lr", scalar_tensor(NAN, kFloat64), "non-negative learning rate"},
+      {"a negative lr", "optimizer.param_groups.0.lr", scalar_tensor(-0.1, kFloat64), "got -0.1"},
+      {"an empty lr", "optimizer.param_groups.0.lr", zeros({0}, kFloat64), "must be one number"},
+      {"a negative initial_lr", "optimizer.param_groups.0.initial_lr", scalar_tensor(-1.0, kFloat64), "learning rate"},
+      {"a negative step", "optimizer.step", scalar_tensor(int64_t(-3), kInt64), "non-negative count, got -3"},
+      {"a non-integral per-parameter step", "optimizer.state.0.step", scalar_tensor(2.5, kFloat32), "whole count"},
+      {"a negative per-parameter step", "optimizer.state.1.step", scalar_tensor(int64_t(-1), kInt64), "got -1"},
+      {"a negative exp_avg_sq", "optimizer.state.0.exp_avg_sq", p0 - 1e6, "negative or NaN"},
+      {"a NaN exp_avg_sq", "optimizer.state.2.exp_avg_sq",
+       good.tensors.at("optimizer.state.2.exp_avg_sq") * NAN, "negative or NaN"},
+      {"an integer buffer", "optimizer.state.0.exp_avg", zeros(p0.sizes(), kInt64), "floating-point buffer"},
+      {"a mis-shaped buffer", "optimizer.state.0.exp_avg", zeros({1, 2}), "has shape (1, 2)"},
+      {"a buffer Adam does not keep", "optimizer.state.0.momentum_buffer", zeros(p0.sizes()), "unexpected keys"},
+      {"a parameter the optimizer does not have", "optimizer.state.99.exp_avg", zeros({2}), "names parameter 99"},
+      {"a malformed state key", "optimizer.state.01.exp_avg", zeros(p0.sizes()), "unexpected keys"},
+      {"a missing lr", "optimizer.param_groups.0.lr", Tensor(), "missing key 'param_groups.0.lr'"},
+      {"a negative scheduler epoch", "scheduler.last_epoch", scalar_tensor(int64_t(-2), kInt64), "non-negative"},
+      {"an unexpected scheduler key", "scheduler.best", scalar_tensor(1.0, kFloat64), "unexpected keys"},
+      {"a non-scalar meta.step", "meta.step", zeros({1}, kInt64), "not an int64 scalar"},
+      {"a float meta.rng_offset", "meta.rng_offset", scalar_tensor(1.0, kFloat64), "not an int64 scalar"},
+      {"an unknown entry", "extra.thing", zeros({1}), "unexpected entry 'extra.thing'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    TensorMap tensors = good.tensors;
+    if (c.value.defined()) tensors[c.key] = c.value;
+    else tensors.erase(c.key);
+    const std::string bad = dir.file("bad.safetensors");
+    save_safetensors(bad, tensors, good.metadata);
+
+    // A restore target with its own trained state, different from the file's.
+    Trainer target(5);
+    target.train(data, 0, 2);
+    manual_seed(77);
+    const Snapshot before(target);
+    const std::string key_in_message = c.key.substr(c.key.find('.') + 1);
+    require_throws_with<SerializationError>([&] { optim::load_checkpoint(bad, target.checkpoint()); },
+                                            {"load_checkpoint", bad, c.key.starts_with("extra") ? c.key : key_in_message,
+                                             c.why});
+    REQUIRE(Snapshot(target) == before);
+  }
+  // A model that does not fit (ValueError) changes nothing either, the optimizer included.
+  TensorMap tensors = good.tensors;
+  tensors["model.fc.bias"] = zeros({kVocab + 1});
+  const std::string misfit = dir.file("misfit.safetensors");
+  save_safetensors(misfit, tensors, good.metadata);
+  Trainer target(5);
+  target.train(data, 0, 2);
+  const Snapshot before(target);
+  require_throws_with<ValueError>([&] { optim::load_checkpoint(misfit, target.checkpoint()); }, {"fc.bias"});
+  REQUIRE(Snapshot(target) == before);
+  // And the good file loads into the same target.
+  optim::load_checkpoint(path, target.checkpoint());
+  require_same_state(saved, target);
+}
+
+TEST_CASE("Optimizer::load_state_dict checks values as the constructor does and changes nothing on error",
+          "[checkpoint][optim]") {
+  manual_seed(1);
+  Tensor w = randn({3}).requires_grad_(true);
+  optim::Adam opt({w}, optim::AdamOptions(0.1));
+  (w * w).sum().backward();
+  opt.step();
+  const optim::StateDict good = opt.state_dict();
+  auto with = [&](const std::string& key, const Tensor& v) {
+    optim::StateDict s = good;
+    s[key] = v;
+    return s;
+  };
+  const std::string before = raw_bytes(opt.state_dict().at("state.0.exp_avg_sq"));
+  require_throws_with<ValueError>([&] { opt.load_state_dict(with("param_groups.0.lr", scalar_tensor(NAN, kFloat64))); },
+                                  {"Adam.load_state_dict", "'param_groups.0.lr'", "learning rate, got nan"});
+  require_throws_with<ValueError>(
+      [&] { opt.load_state_dict(with("state.0.exp_avg_sq", good.at("state.0.exp_avg_sq") * -1.0 - 1.0)); },
+      {"'state.0.exp_avg_sq'", "negative"});
+  REQUIRE(opt.lr() == 0.1);
+  REQUIRE(raw_bytes(opt.state_dict().at("state.0.exp_avg_sq")) == before);
+  // PyTorch stores a parameter's step as a float; a whole one loads as the int64 count.
+  opt.load_state_dict(with("state.0.step", scalar_tensor(7.0, kFloat32)));
+  REQUIRE(opt.state_dict().at("state.0.step").dtype() == kInt64);
+  REQUIRE(opt.state_dict().at("state.0.step").item<int64_t>() == 7);
 }
 
 TEST_CASE("save_weights / load_weights use exactly PyTorch's state_dict keys", "[checkpoint]") {
