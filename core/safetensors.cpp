@@ -1,15 +1,19 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "core/factories.h"
@@ -137,8 +141,33 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
   if (n > kMaxHeaderBytes) fail(name, "header length " + std::to_string(n) + " is larger than the limit of " + std::to_string(kMaxHeaderBytes));
   if (n > bytes.size() - 8)
     fail(name, "truncated: the header length " + std::to_string(n) + " exceeds the " + std::to_string(bytes.size() - 8) + " bytes after it");
-  json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(n), nullptr, /*allow_exceptions=*/false);
+  // nlohmann::json keeps the last of duplicate keys, so a file could say two things about
+  // one tensor (the reference implementation refuses it): every object's keys are tracked
+  // while parsing, and the first key seen twice in one object is reported.
+  struct OpenObject {
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<OpenObject> open;
+  std::string duplicate;
+  const json::parser_callback_t track_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      open.pop_back();
+    } else if (event == json::parse_event_t::key && duplicate.empty()) {
+      std::string key = parsed.get<std::string>();
+      if (!open.back().keys.insert(key).second) {
+        duplicate = "the key '" + key + "' appears twice in the header";
+        if (open.size() > 1) duplicate += " (inside '" + open[open.size() - 2].last_key + "')";
+      }
+      open.back().last_key = std::move(key);
+    }
+    return true;
+  };
+  json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(n), track_keys, /*allow_exceptions=*/false);
   if (header.is_discarded()) fail(name, "the header is not valid JSON");
+  if (!duplicate.empty()) fail(name, duplicate);
   if (!header.is_object()) fail(name, "the header is not a JSON object");
   SafetensorsFile out;
   std::vector<Entry> entries;
@@ -202,12 +231,43 @@ int create_temp_beside(const std::string& path, std::string& tmp) {
   return -1;
 }
 
+// Note [stale temporaries]
+// A save killed mid-write (SIGKILL, a crash, power loss) leaves its path.tmp.<pid>.<n>
+// behind, and nothing else would ever remove it. So each save to path first removes the
+// temporaries beside it whose process no longer exists (kill(pid, 0) fails with ESRCH).
+// Left alone: this process's own (another thread may be saving), those of live processes
+// (a save in progress), anything not named exactly path.tmp.<digits>.<digits>, and
+// anything but a regular file. A process in another PID namespace writing to the same
+// folder looks dead from here; a reused pid only delays a removal.
+bool is_number(std::string_view s) {
+  return !s.empty() && s.size() <= 20 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+void remove_stale_temporaries(const std::string& dir, const std::string& base) {
+  const std::string prefix = base + ".tmp.";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == std::string_view::npos || !is_number(rest.substr(0, dot)) || !is_number(rest.substr(dot + 1))) continue;
+    pid_t pid = 0;
+    const auto [ptr, err] = std::from_chars(rest.data(), rest.data() + dot, pid);
+    if (err != std::errc() || pid <= 0 || pid == ::getpid()) continue;
+    std::error_code ignored;
+    if (!it->is_regular_file(ignored) || it->is_symlink(ignored)) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  }
+}
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
   const std::string bytes = serialize_safetensors(tensors, metadata);
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  remove_stale_temporaries(dir, path.substr(slash == std::string::npos ? 0 : slash + 1));
   std::string tmp;
   int fd = create_temp_beside(path, tmp);
   if (fd < 0) fail(path, std::string("cannot create a temporary file beside it: ") + std::strerror(errno));
@@ -241,27 +301,56 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   }
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+namespace {
+
+// Why a file of type `mode` is refused: "is a FIFO, not a regular file", ...
+std::string not_regular(mode_t mode) {
+  const char* type = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                                      : nullptr;
+  return type ? std::string("is ") + type + ", not a regular file" : "not a regular file";
+}
+
+}  // namespace
+
+std::string read_regular_file(const std::string& path, std::string& bytes) {
+  // Note [no blocking open]: opening a FIFO for reading waits for a writer, possibly
+  // forever, and opening a device may act on it; so the type is checked with stat before
+  // the open, and again with fstat on what was opened (O_NONBLOCK, so that a regular file
+  // swapped for a FIFO in between cannot block either).
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::stat(path.c_str(), &st) != 0) return std::string("cannot open: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return std::string("cannot open: ") + std::strerror(errno);
+  auto failed = [&](const std::string& why) {
     ::close(fd);
-    fail(path, "not a regular file");
-  }
-  std::string bytes(size_t(st.st_size), '\0');
+    return why;
+  };
+  if (::fstat(fd, &st) != 0) return failed(std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return failed(not_regular(st.st_mode));
+  bytes.assign(size_t(st.st_size), '\0');
   size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {  // an error, or the file shrank while being read
       const int err = r < 0 ? errno : 0;
-      ::close(fd);
-      fail(path, "read error after " + std::to_string(got) + " bytes" + (err ? std::string(": ") + std::strerror(err) : ""));
+      return failed("read error after " + std::to_string(got) + " bytes" + (err ? std::string(": ") + std::strerror(err) : ""));
     }
     got += size_t(r);
   }
   ::close(fd);
+  return {};
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::string bytes;
+  const std::string why = read_regular_file(path, bytes);
+  if (!why.empty()) fail(path, why);
   return parse_safetensors(bytes, path);
 }
 

@@ -25,14 +25,24 @@ using Metadata = std::map<std::string, std::string>;
 // with the permissions of a new file), fsync, then rename over path, so that a crash or a
 // failure mid-save never destroys an existing file; a failed save removes its temporary
 // and throws SerializationError naming path (ValueError for an undefined tensor or a name
-// that is not UTF-8). Tensors may live on any device and have any strides.
+// that is not UTF-8). Tensors may live on any device and have any strides. Each save first
+// removes the temporaries of earlier saves to path whose process has died (Note [stale
+// temporaries] in core/safetensors.cpp), so saves killed mid-write do not pile up.
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
 
 struct SafetensorsFile {
   TensorMap tensors;  // on the CPU
   Metadata metadata;
 };
+// Throws SerializationError naming path for a file that cannot be read or is not a
+// regular file (a FIFO, device, socket or directory is refused without blocking).
 SafetensorsFile load_safetensors(const std::string& path);
+
+// The whole of the regular file at path in bytes, for every loader of hostile files (the
+// safetensors and checkpoint loaders, the data readers): returns "" on success, otherwise
+// why not ("cannot open: No such file or directory", "is a FIFO, not a regular file", ...),
+// for the caller to throw in its own error type. Never blocks on a FIFO or opens a device.
+std::string read_regular_file(const std::string& path, std::string& bytes);
 
 // The same from and to memory (the parsing behind load_safetensors, and the fuzz target's
 // entry point). `name` is used in error messages.

@@ -7,6 +7,7 @@
 
 #include "core/factories.h"
 #include "data/sampler.h"
+#include "data/text_lines.h"
 
 namespace loom::data {
 
@@ -17,7 +18,7 @@ TextClassificationDataset::TextClassificationDataset(const std::vector<LabelledT
   lengths_.reserve(records.size());
   for (const LabelledText& record : records) {
     LOOM_CHECK(labels.contains(record.label), ValueError, "TextClassificationDataset: the record on line ",
-               record.line, " has the label '", record.label, "', which is not in the label set");
+               record.line, " has the label ", quote_excerpt(record.label), ", which is not in the label set");
     const auto bad_byte = first_invalid_utf8_byte(record.text);
     LOOM_CHECK(!bad_byte, ValueError, "TextClassificationDataset: the text on line ", record.line,
                " is not valid UTF-8 (at byte ", bad_byte.value_or(0), ")");

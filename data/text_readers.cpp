@@ -9,6 +9,8 @@
 #include <iterator>
 #include <optional>
 
+#include "core/safetensors.h"
+#include "data/text_lines.h"
 #include "data/tokenizer.h"
 
 namespace loom::data {
@@ -17,24 +19,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The whole file in content, or false with why set.
+// The whole file in content without a byte-order mark, or false with why set
+// (core/safetensors.h: never blocks on a FIFO, never opens a device).
 bool read_whole_file(const std::string& path, std::string& content, std::string& why) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    why = "is a directory, not a file";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in.is_open()) {
-    why = std::string("cannot open: ") + std::strerror(errno);
-    return false;
-  }
-  content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    why = "reading failed";
-    return false;
-  }
-  return true;
+  why = read_regular_file(path, content);
+  content.erase(0, content.size() - strip_utf8_bom(content).size());
+  return why.empty();
 }
 
 std::string read_file_or_throw(const std::string& path) {
@@ -137,11 +127,8 @@ struct CsvRecord {
   size_t next_line = 0;
 };
 
-// The position just past the line break after position at (or the end of text).
-size_t after_line_end(std::string_view text, size_t at) {
-  const size_t newline = text.find('\n', at);
-  return newline == std::string_view::npos ? text.size() : newline + 1;
-}
+// The position just past the line end after position at (or the end of text).
+size_t after_line_end(std::string_view text, size_t at) { return line_at(text, at).next; }
 
 CsvRecord scan_csv_record(std::string_view text, size_t begin, size_t line) {
   CsvRecord record;
@@ -151,8 +138,8 @@ CsvRecord scan_csv_record(std::string_view text, size_t begin, size_t line) {
     record.next_line = resume_line + 1;
     return record;
   };
-  const auto at_line_end = [&](size_t i) {  // "\n", "\r\n" or the end of the text
-    return i == text.size() || text[i] == '\n' || (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] == '\n'));
+  const auto at_line_end = [&](size_t i) {  // "\n", "\r\n", "\r" or the end of the text
+    return i == text.size() || text[i] == '\n' || text[i] == '\r';
   };
   size_t i = begin;
   while (true) {
@@ -173,7 +160,7 @@ CsvRecord scan_csv_record(std::string_view text, size_t begin, size_t line) {
           ++i;
           break;
         }
-        if (text[i] == '\n') ++line;
+        if (text[i] == '\n' || (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))) ++line;
         field += text[i++];
       }
       if (i < text.size() && text[i] != ',' && !at_line_end(i))
@@ -222,13 +209,10 @@ std::vector<LabelledText> read_tsv(const std::string& path, const TextReadOption
   RecordCollector records(path, options, out);
   size_t line_number = 0;
   for (size_t start = 0; start < content.size();) {
-    const size_t next = after_line_end(content, start);
-    std::string_view line(content.data() + start, next - start);
+    const TextLine line = line_at(content, start);
     ++line_number;
-    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.empty()) records.add(split_tabs(line), line_number);
-    start = next;
+    if (!line.text.empty()) records.add(split_tabs(line.text), line_number);
+    start = line.next;
   }
   return records.finish();
 }
@@ -242,7 +226,7 @@ std::vector<LabelledText> read_csv(const std::string& path, const TextReadOption
   size_t position = 0, line = 1;
   while (position < content.size()) {
     const std::string_view rest = std::string_view(content).substr(position);
-    if (rest.starts_with('\n') || rest.starts_with("\r\n")) {  // a blank line
+    if (rest.starts_with('\n') || rest.starts_with('\r')) {  // a blank line
       position = after_line_end(content, position);
       ++line;
       continue;
@@ -331,7 +315,7 @@ int64_t LabelSet::id(const std::string& name) const {
   std::string known;
   for (size_t i = 0; i < names_.size() && i < 20; ++i) known += (i > 0 ? ", " : "") + names_[i];
   if (names_.size() > 20) known += ", ... (" + std::to_string(names_.size()) + " in all)";
-  throw ValueError("LabelSet: unknown label '" + name + "' (known: " + (known.empty() ? "none" : known) + ")");
+  throw ValueError("LabelSet: unknown label " + quote_excerpt(name) + " (known: " + (known.empty() ? "none" : known) + ")");
 }
 
 const std::string& LabelSet::name(int64_t id) const {

@@ -4,12 +4,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <string_view>
 
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/safetensors.h"
+#include "data/text_lines.h"
 
 namespace loom::data {
 
@@ -48,7 +49,7 @@ bool parse_number(std::string_view cell, double& out) {
 
 std::string join_names(const std::vector<std::string>& names) {
   std::string out;
-  for (const auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + quote_excerpt(n);
   return out;
 }
 
@@ -162,16 +163,21 @@ NumericTable read_csv_columns(const std::string& path, const CsvColumnsOptions& 
   ReadReport& rep = report ? *report : local;
   rep.source = path;
 
-  std::ifstream in(path, std::ios::binary);
-  LOOM_CHECK(in, DataError, path, ": cannot open the file");
+  std::string bytes;
+  const std::string unreadable = read_regular_file(path, bytes);
+  LOOM_CHECK(unreadable.empty(), DataError, path, ": ", unreadable);
+  const std::string_view content = strip_utf8_bom(bytes);
 
-  std::string line;
-  size_t line_no = 0;
-  // The next non-blank line, without its '\r'; false at the end of the file.
+  std::string_view line;
+  size_t line_no = 0, position = 0;
+  // The next non-blank line, without its line end ("\n", "\r\n" or "\r"); false at the
+  // end of the file.
   auto next_line = [&]() {
-    while (std::getline(in, line)) {
+    while (position < content.size()) {
+      const TextLine next = line_at(content, position);
+      position = next.next;
       ++line_no;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+      line = next.text;
       if (!trim(line).empty()) return true;
     }
     return false;
@@ -181,7 +187,7 @@ NumericTable read_csv_columns(const std::string& path, const CsvColumnsOptions& 
   std::vector<std::string> header;
   for (std::string_view cell : split_line(line, options.delimiter)) {
     LOOM_CHECK(std::find(header.begin(), header.end(), cell) == header.end(), DataError, path,
-               ":", line_no, ": column '", cell, "' appears twice in the header");
+               ":", line_no, ": column ", quote_excerpt(cell), " appears twice in the header");
     header.emplace_back(cell);
   }
   const std::vector<size_t> selected = select_columns(header, options, path);
@@ -207,8 +213,8 @@ NumericTable read_csv_columns(const std::string& path, const CsvColumnsOptions& 
         if (missing_in.empty()) missing_in = table.names[j];
       } else if (!parse_number(cell, row[j])) {
         rep.bad_record(options.on_bad, path, line_no,
-                       detail::str("column '", table.names[j], "': '", cell,
-                                   "' is not a finite number"));
+                       detail::str("column ", quote_excerpt(table.names[j]), ": ", quote_excerpt(cell),
+                                   " is not a finite number"));
         bad = true;
       }
     }

@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/safetensors.h"
+#include "data/text_lines.h"
 
 namespace loom::data {
 
@@ -116,20 +118,21 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::error_code ec;
-  LOOM_CHECK(!std::filesystem::is_directory(path, ec), DataError, path, ": is a directory, not a vocab file");
-  std::ifstream in(path, std::ios::binary);
-  LOOM_CHECK(in.is_open(), DataError, path, ": cannot open the vocab file");
+  std::string bytes;
+  const std::string unreadable = read_regular_file(path, bytes);
+  LOOM_CHECK(unreadable.empty(), DataError, path, ": cannot read the vocab file: ", unreadable);
+  const std::string_view content = strip_utf8_bom(bytes);
 
   Vocab vocab;  // the specials, which the file must list first
-  std::string line;
   size_t number = 0;
   const auto fail = [&](size_t at, const std::string& why) {
     throw DataError(path + ":" + std::to_string(at) + ": " + why);
   };
-  while (std::getline(in, line)) {
+  for (size_t position = 0; position < content.size();) {  // lines end in "\n", "\r\n" or "\r"
+    const TextLine next = line_at(content, position);
+    position = next.next;
+    std::string line(next.text);
     ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF
     if (number <= 2) {
       const std::string_view expected = number == 1 ? kPadToken : kUnkToken;
       if (line != expected)
@@ -139,10 +142,9 @@ Vocab Vocab::load(const std::string& path) {
     if (line.empty()) fail(number, "empty line (every line after <unk> holds one token)");
     if (const char* why = why_unstorable(line)) fail(number, std::string("the token ") + why);
     if (const auto it = vocab.ids_.find(line); it != vocab.ids_.end())
-      fail(number, "duplicate token '" + line + "' (first on line " + std::to_string(it->second + 1) + ")");
+      fail(number, "duplicate token " + quote_excerpt(line) + " (first on line " + std::to_string(it->second + 1) + ")");
     vocab.add(std::move(line));
   }
-  LOOM_CHECK(!in.bad(), DataError, path, ": reading the vocab file failed");
   if (number == 0) fail(1, "empty vocab file (expected <pad> and <unk> on the first two lines)");
   if (number == 1) fail(2, "missing <unk> (a vocab file starts with <pad> and <unk>)");
   return vocab;

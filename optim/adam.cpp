@@ -16,6 +16,10 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled, con
   LOOM_CHECK(*options.weight_decay_ >= 0, ValueError, name, ": invalid weight_decay ", *options.weight_decay_);
 }
 
+std::vector<Optimizer::StateBuffer> Adam::state_buffers() const {
+  return {{"exp_avg", false}, {"exp_avg_sq", true}, {"max_exp_avg_sq", true}};
+}
+
 void Adam::step() {
   NoGradGuard no_grad;
   ++step_count_;

@@ -27,6 +27,7 @@ class Adam : public Optimizer {
   AdamOptions options;
 
  protected:
+  std::vector<StateBuffer> state_buffers() const override;
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled, const char* name);
 
  private:

@@ -1,5 +1,7 @@
 #include "optim/checkpoint.h"
 
+#include <set>
+
 #include "core/factories.h"
 #include "core/generator.h"
 
@@ -19,12 +21,28 @@ TensorMap take(const TensorMap& all, const std::string& prefix) {
   return out;
 }
 
+[[noreturn]] void bad_file(const std::string& path, const std::string& why) {
+  throw SerializationError("load_checkpoint: " + path + ": " + why);
+}
+
 int64_t scalar(const TensorMap& all, const std::string& key, const std::string& path) {
   auto it = all.find(key);
-  if (it == all.end()) throw SerializationError("load_checkpoint: " + path + ": missing '" + key + "'");
-  if (it->second.numel() != 1 || it->second.dtype() != kInt64)
-    throw SerializationError("load_checkpoint: " + path + ": '" + key + "' is not an int64 scalar");
+  if (it == all.end()) bad_file(path, "missing '" + key + "'");
+  if (it->second.dim() != 0 || it->second.dtype() != kInt64)
+    bad_file(path, "'" + key + "' is not an int64 scalar (got " + dtype_name(it->second.dtype()) + " of shape " +
+                       shape_str(it->second.sizes()) + ")");
   return it->second.item<int64_t>();
+}
+
+// Runs check, turning a ValueError about one part's state into a SerializationError that
+// names the file and the part's keys.
+template <typename F>
+auto check_part(const std::string& path, const std::string& prefix, F&& check) {
+  try {
+    return check();
+  } catch (const ValueError& e) {
+    bad_file(path, "the entries '" + prefix + "*': " + e.what());
+  }
 }
 
 }  // namespace
@@ -43,6 +61,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   save_safetensors(path, all, {{"format", "loom-checkpoint"}, {"version", "1"}});
 }
 
+// Note [all-or-nothing restore]
+// A checkpoint restores several objects, and a bad entry in any of them must leave every
+// one as it was. So everything is read and checked first: the keys, the meta entries, the
+// optimizer's state (Optimizer::check_state_dict) and the scheduler's
+// (Scheduler::check_state_dict). Then the model is loaded, whose load_state_dict checks
+// every key and shape before it copies a tensor; then the rest, which can no longer fail.
 TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   LOOM_CHECK(c.model != nullptr, ValueError, "load_checkpoint: no model given");
   SafetensorsFile f = load_safetensors(path);
@@ -50,15 +74,27 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   if (fmt == f.metadata.end() || fmt->second != "loom-checkpoint")
     throw SerializationError("load_checkpoint: " + path + " is not a Loom training checkpoint (no format metadata); "
                              "use load_weights for a plain weights file");
-  // The meta entries first, so that a file without them changes nothing.
+  static const std::set<std::string> kMeta{"meta.step", "meta.epoch", "meta.rng_seed", "meta.rng_offset"};
+  for (const auto& [key, t] : f.tensors)
+    if (!key.starts_with("model.") && !key.starts_with("optimizer.") && !key.starts_with("scheduler.") &&
+        !kMeta.count(key))
+      bad_file(path, "unexpected entry '" + key + "' (a checkpoint holds model.*, optimizer.*, scheduler.* and " +
+                         "meta.step, meta.epoch, meta.rng_seed, meta.rng_offset)");
   const TrainingState state{scalar(f.tensors, "meta.step", path), scalar(f.tensors, "meta.epoch", path)};
   const uint64_t rng_seed = uint64_t(scalar(f.tensors, "meta.rng_seed", path));
   const uint64_t rng_offset = uint64_t(scalar(f.tensors, "meta.rng_offset", path));
+  Optimizer::LoadedState optimizer_state;
+  const StateDict optimizer_entries = take(f.tensors, "optimizer.");
+  if (c.optimizer)
+    optimizer_state = check_part(path, "optimizer.", [&] { return c.optimizer->check_state_dict(optimizer_entries); });
+  const StateDict scheduler_state = take(f.tensors, "scheduler.");
+  if (c.scheduler) check_part(path, "scheduler.", [&] { c.scheduler->check_state_dict(scheduler_state); });
+
   nn::StateDict model_state;
   for (auto& [k, v] : take(f.tensors, "model.")) model_state[k] = v;
   c.model->load_state_dict(model_state, /*strict=*/true);
-  if (c.optimizer) c.optimizer->load_state_dict(take(f.tensors, "optimizer."));
-  if (c.scheduler) c.scheduler->load_state_dict(take(f.tensors, "scheduler."));
+  if (c.optimizer) c.optimizer->apply_state_dict(std::move(optimizer_state));
+  if (c.scheduler) c.scheduler->load_state_dict(scheduler_state);  // checked above
   default_generator().set_state(rng_seed, rng_offset);
   return state;
 }

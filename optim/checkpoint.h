@@ -36,8 +36,13 @@ struct TrainingState {
 
 void save_checkpoint(const std::string& path, const Checkpoint& c);
 // Restores into c's model/optimizer/scheduler (those given) and the global generator;
-// returns the step and epoch. Throws SerializationError for a bad file and ValueError
-// when the file does not fit the model (missing/unexpected/mis-shaped keys, listed).
+// returns the step and epoch. All or nothing: every entry is checked before anything
+// changes, so a failed load leaves the model, optimizer, scheduler and generator as they
+// were. Throws SerializationError naming the file and the key for a bad file (an
+// unexpected entry, a meta entry that is not an int64 scalar, an optimizer or scheduler
+// entry that is missing or out of range, as their load_state_dict check it) and
+// ValueError when the file does not fit the model (missing/unexpected/mis-shaped keys,
+// listed).
 TrainingState load_checkpoint(const std::string& path, const Checkpoint& c);
 
 // Weights only, PyTorch-compatible names (model.state_dict()).

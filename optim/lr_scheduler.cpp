@@ -72,8 +72,13 @@ std::vector<double> LRScheduler::get_last_lr() const {
 
 StateDict LRScheduler::state_dict() const { return {{"last_epoch", scalar_tensor(last_epoch_, kInt64)}}; }
 
-void LRScheduler::load_state_dict(const StateDict& state) {
+void LRScheduler::check_state_dict(const StateDict& state) const {
   check_no_unexpected_keys(state, {"last_epoch"}, "LRScheduler");
+  count_entry(state, "last_epoch", "LRScheduler");
+}
+
+void LRScheduler::load_state_dict(const StateDict& state) {
+  check_state_dict(state);
   last_epoch_ = count_entry(state, "last_epoch", "LRScheduler");
   apply();
 }
@@ -247,7 +252,16 @@ StateDict ReduceLROnPlateau::state_dict() const {
           {"eps", real(o_.eps_)}};
 }
 
-void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
+namespace {
+
+// A ReduceLROnPlateau state dict, read and checked.
+struct PlateauState {
+  ReduceLROnPlateauOptions options;
+  double best;
+  int64_t num_bad_epochs, cooldown_counter, last_epoch;
+};
+
+PlateauState read_plateau_state(const StateDict& state) {
   const std::string who = "ReduceLROnPlateau";
   check_no_unexpected_keys(state,
                            {"best", "num_bad_epochs", "cooldown_counter", "last_epoch", "mode", "factor", "patience",
@@ -259,12 +273,12 @@ void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
                names[1], "'), got ", v);
     return names[v];
   };
-  // Everything is read and checked before anything changes.
-  const double best = real_entry(state, "best", who);
-  const int64_t num_bad_epochs = count_entry(state, "num_bad_epochs", who);
-  const int64_t cooldown_counter = count_entry(state, "cooldown_counter", who);
-  const int64_t last_epoch = count_entry(state, "last_epoch", who);
-  ReduceLROnPlateauOptions o;
+  PlateauState out{};
+  out.best = real_entry(state, "best", who);
+  out.num_bad_epochs = count_entry(state, "num_bad_epochs", who);
+  out.cooldown_counter = count_entry(state, "cooldown_counter", who);
+  out.last_epoch = count_entry(state, "last_epoch", who);
+  ReduceLROnPlateauOptions& o = out.options;
   o.mode_ = choice("mode", kModes);
   o.factor_ = real_entry(state, "factor", who);
   o.patience_ = entry(state, "patience", kInt64, who).item<int64_t>();
@@ -274,11 +288,21 @@ void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
   o.min_lr_ = real_entry(state, "min_lr", who);
   o.eps_ = real_entry(state, "eps", who);
   check_plateau_options(o, who + ".load_state_dict");
-  o_ = o;
-  best_ = best;
-  num_bad_epochs_ = num_bad_epochs;
-  cooldown_counter_ = cooldown_counter;
-  last_epoch_ = last_epoch;
+  return out;
+}
+
+}  // namespace
+
+void ReduceLROnPlateau::check_state_dict(const StateDict& state) const { read_plateau_state(state); }
+
+void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
+  // Everything is read and checked before anything changes.
+  PlateauState loaded = read_plateau_state(state);
+  o_ = std::move(loaded.options);
+  best_ = loaded.best;
+  num_bad_epochs_ = loaded.num_bad_epochs;
+  cooldown_counter_ = loaded.cooldown_counter;
+  last_epoch_ = loaded.last_epoch;
 }
 
 }  // namespace loom::optim

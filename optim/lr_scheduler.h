@@ -15,11 +15,13 @@ namespace loom::optim {
 // Any scheduler, as a checkpoint sees it: state that can be saved and restored, as
 // PyTorch saves any scheduler's state_dict(). load_state_dict treats the state as hostile
 // input: a missing, ill-typed, out-of-range or unexpected key throws ValueError naming it
-// and leaves the scheduler as it was.
+// and leaves the scheduler as it was. check_state_dict makes the same checks and changes
+// nothing (so that a checkpoint can check every part before it restores any).
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
   virtual StateDict state_dict() const = 0;
+  virtual void check_state_dict(const StateDict& state) const = 0;
   virtual void load_state_dict(const StateDict& state) = 0;
 };
 
@@ -31,6 +33,7 @@ class LRScheduler : public Scheduler {
   int64_t last_epoch() const { return last_epoch_; }
   std::vector<double> get_last_lr() const;
   StateDict state_dict() const override;
+  void check_state_dict(const StateDict& state) const override;
   void load_state_dict(const StateDict& state) override;
 
  protected:
@@ -154,6 +157,7 @@ class ReduceLROnPlateau : public Scheduler {
   ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauOptions& options = {});
   void step(double metric);
   StateDict state_dict() const override;
+  void check_state_dict(const StateDict& state) const override;
   void load_state_dict(const StateDict& state) override;
   double best() const { return best_; }
   int64_t num_bad_epochs() const { return num_bad_epochs_; }

@@ -1,5 +1,9 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string_view>
 #include <tuple>
 
 #include "autograd/engine.h"
@@ -70,51 +74,106 @@ StateDict Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const StateDict& state) {
+namespace {
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  return std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.sizes());
+}
+
+// A string of decimal digits without a leading zero (as std::to_string writes an index).
+bool is_index(std::string_view s) {
+  return !s.empty() && s.size() < 19 && (s == "0" || s[0] != '0') &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+Optimizer::LoadedState Optimizer::check_state_dict(const StateDict& state) const {
+  const std::string who = std::string(name_) + ".load_state_dict";
   auto get = [&](const std::string& key) -> const Tensor& {
     auto it = state.find(key);
-    LOOM_CHECK(it != state.end(), ValueError, name_, ".load_state_dict: missing key '", key, "'");
+    LOOM_CHECK(it != state.end(), ValueError, who, ": missing key '", key, "'");
+    LOOM_CHECK(it->second.defined() && it->second.numel() == 1 && it->second.dtype() != kBool, ValueError, who, ": '",
+               key, "' must be one number, got ", describe(it->second));
     return it->second;
   };
-  // Everything is read and checked before anything changes, so that a bad state dict
-  // leaves the optimizer as it was.
-  std::vector<std::pair<double, double>> lrs;  // (lr, initial_lr) per group
-  for (size_t gi = 0; gi < groups_.size(); ++gi)
-    lrs.emplace_back(get("param_groups." + std::to_string(gi) + ".lr").item<double>(),
-                     get("param_groups." + std::to_string(gi) + ".initial_lr").item<double>());
-  const int64_t step_count = get("step").item<int64_t>();
+  // As add_param_group and set_lr check a learning rate (which also refuses NaN).
+  auto learning_rate = [&](const std::string& key) {
+    const double lr = get(key).item<double>();
+    LOOM_CHECK(lr >= 0, ValueError, who, ": '", key, "' must be a non-negative learning rate, got ", lr);
+    return lr;
+  };
+  // A count of steps: a non-negative integer, stored as int64 (Loom) or float (PyTorch).
+  auto count = [&](const std::string& key, const Tensor& t) -> int64_t {
+    LOOM_CHECK(t.defined() && t.numel() == 1 && t.dtype() != kBool, ValueError, who, ": '", key,
+               "' must be one count, got ", describe(t));
+    if (!t.is_floating_point()) {
+      const int64_t v = t.item<int64_t>();
+      LOOM_CHECK(v >= 0, ValueError, who, ": '", key, "' must be a non-negative count, got ", v);
+      return v;
+    }
+    const double v = t.item<double>();
+    LOOM_CHECK(v >= 0 && v < 9.2e18 && std::floor(v) == v, ValueError, who, ": '", key,
+               "' must be a non-negative whole count, got ", v);
+    return int64_t(v);
+  };
+  // Everything is read and checked here; nothing changes until apply_state_dict.
+  LoadedState out;
+  std::set<std::string> expected{"step"};
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const std::string group = "param_groups." + std::to_string(gi) + ".";
+    out.lrs.emplace_back(learning_rate(group + "lr"), learning_rate(group + "initial_lr"));
+    expected.insert({group + "lr", group + "initial_lr"});
+  }
+  out.step_count = count("step", get("step"));
   std::vector<const Tensor*> flat;
   for (const ParamGroup& g : groups_)
     for (const Tensor& p : g.params) flat.push_back(&p);
-  std::map<size_t, std::map<std::string, Tensor>> new_state;
+  const std::vector<StateBuffer> known = state_buffers();
+  std::string unexpected;
   for (const auto& [key, t] : state) {
-    if (key.rfind("state.", 0) != 0) continue;
-    const size_t dot = key.find('.', 6);
-    LOOM_CHECK(dot != std::string::npos, ValueError, name_, ".load_state_dict: bad key '", key, "'");
-    size_t i = 0;
-    try {
-      i = std::stoul(key.substr(6, dot - 6));
-    } catch (const std::exception&) {
-      throw ValueError(std::string(name_) + ".load_state_dict: bad key '" + key + "'");
+    if (expected.count(key)) continue;
+    const size_t dot = key.rfind("state.", 0) == 0 ? key.find('.', 6) : std::string::npos;
+    if (dot == std::string::npos || !is_index(std::string_view(key).substr(6, dot - 6))) {
+      unexpected += (unexpected.empty() ? "'" : ", '") + key + "'";
+      continue;
     }
-    LOOM_CHECK(i < flat.size(), ValueError, name_, ".load_state_dict: key '", key, "' names parameter ", i,
-               " but the optimizer has ", flat.size());
+    const size_t i = std::stoul(key.substr(6, dot - 6));
+    LOOM_CHECK(i < flat.size(), ValueError, who, ": key '", key, "' names parameter ", i, " but the optimizer has ",
+               flat.size());
     const Tensor& p = *flat[i];
-    if (t.is_floating_point()) {
-      // A buffer like the parameter: takes its dtype and device.
-      LOOM_CHECK(t.sizes() == p.sizes(), ValueError, name_, ".load_state_dict: '", key, "' has shape ",
-                 shape_str(t.sizes()), " but parameter ", i, " has shape ", shape_str(p.sizes()));
-      new_state[i][key.substr(dot + 1)] = t.to(p.device(), p.dtype()).clone();
-    } else {
-      // A count (the int64 "step"): a scalar that stays on the CPU.
-      LOOM_CHECK(t.numel() == 1, ValueError, name_, ".load_state_dict: '", key, "' has shape ",
-                 shape_str(t.sizes()), " but a count must have one element");
-      new_state[i][key.substr(dot + 1)] = t.to(kCPU, kInt64).reshape({}).clone();
+    const std::string buffer = key.substr(dot + 1);
+    if (buffer == "step") {  // the parameter's own count, an int64 scalar on the CPU
+      out.buffers[i][buffer] = scalar_tensor(count(key, t), kInt64);
+      continue;
     }
+    const auto spec = std::find_if(known.begin(), known.end(), [&](const StateBuffer& b) { return buffer == b.name; });
+    if (spec == known.end()) {
+      unexpected += (unexpected.empty() ? "'" : ", '") + key + "'";
+      continue;
+    }
+    // A buffer like the parameter: takes its dtype and device.
+    LOOM_CHECK(t.defined() && t.is_floating_point(), ValueError, who, ": '", key,
+               "' must be a floating-point buffer, got ", describe(t));
+    LOOM_CHECK(t.sizes() == p.sizes(), ValueError, who, ": '", key, "' has shape ", shape_str(t.sizes()),
+               " but parameter ", i, " has shape ", shape_str(p.sizes()));
+    Tensor value = t.to(p.device(), p.dtype()).clone();
+    // NaN >= 0 is false, so a NaN counts as negative here.
+    LOOM_CHECK(!spec->non_negative || value.ge(0).to(kInt64).sum().item<int64_t>() == value.numel(), ValueError, who,
+               ": '", key, "' holds a negative or NaN value (a running average of squares is never negative)");
+    out.buffers[i][buffer] = std::move(value);
   }
-  for (size_t gi = 0; gi < groups_.size(); ++gi) std::tie(groups_[gi].lr, groups_[gi].initial_lr) = lrs[gi];
-  step_count_ = step_count;
-  state_ = std::move(new_state);
+  LOOM_CHECK(unexpected.empty(), ValueError, who, ": unexpected keys ", unexpected, " (", name_, " keeps no such state)");
+  return out;
 }
+
+void Optimizer::apply_state_dict(LoadedState loaded) noexcept {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) std::tie(groups_[gi].lr, groups_[gi].initial_lr) = loaded.lrs[gi];
+  step_count_ = loaded.step_count;
+  state_ = std::move(loaded.buffers);
+}
+
+void Optimizer::load_state_dict(const StateDict& state) { apply_state_dict(check_state_dict(state)); }
 
 }  // namespace loom::optim

@@ -42,8 +42,22 @@ class Optimizer {
   // "state.<i>.<buffer>" (i counts parameters across groups). The buffers are the live
   // state (as PyTorch's): serialize or clone them before stepping again.
   StateDict state_dict() const;
-  // Throws ValueError naming the key when a state tensor is missing or mis-shaped.
+  // Treats the state as hostile input, checked as the constructor checks its arguments:
+  // throws ValueError naming the key when an entry is missing, unexpected (a buffer this
+  // optimizer does not keep), mis-shaped or out of range (a NaN or negative lr; a negative
+  // or non-integral step; a negative running average of squares), and then changes nothing.
   void load_state_dict(const StateDict& state);
+
+  // load_state_dict in two halves, for a loader that restores several objects all or
+  // nothing (optim/checkpoint.cpp): check_state_dict reads and checks the whole state and
+  // returns it, changing nothing; apply_state_dict installs it and cannot fail.
+  struct LoadedState {
+    std::vector<std::pair<double, double>> lrs;  // (lr, initial_lr) per group
+    int64_t step_count = 0;
+    std::map<size_t, std::map<std::string, Tensor>> buffers;  // per parameter
+  };
+  LoadedState check_state_dict(const StateDict& state) const;
+  void apply_state_dict(LoadedState loaded) noexcept;
 
  protected:
   // The state tensor `key` of parameter i (created as zeros like p on first use).
@@ -63,6 +77,14 @@ class Optimizer {
         ++i;
       }
   }
+  // The per-parameter buffers the optimizer keeps besides its "step" count, which are all
+  // that load_state_dict accepts; a non_negative one (a running average of squares) must
+  // hold no negative or NaN value. An optimizer that keeps buffers lists them here.
+  struct StateBuffer {
+    const char* name;
+    bool non_negative;
+  };
+  virtual std::vector<StateBuffer> state_buffers() const { return {}; }
   // Checks p and its gradient before an update: same shape, device and dtype.
   void check_param(const Tensor& p) const;
   int64_t step_count_ = 0;

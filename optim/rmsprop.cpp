@@ -13,6 +13,10 @@ RMSprop::RMSprop(std::vector<Tensor> params, const RMSpropOptions& o)
   LOOM_CHECK(o.weight_decay_ >= 0, ValueError, "RMSprop: invalid weight_decay ", o.weight_decay_);
 }
 
+std::vector<Optimizer::StateBuffer> RMSprop::state_buffers() const {
+  return {{"square_avg", true}, {"grad_avg", false}, {"momentum_buffer", false}};
+}
+
 void RMSprop::step() {
   NoGradGuard no_grad;
   ++step_count_;

@@ -22,6 +22,9 @@ class RMSprop : public Optimizer {
   RMSprop(std::vector<Tensor> params, double lr) : RMSprop(std::move(params), RMSpropOptions(lr)) {}
   void step() override;
   RMSpropOptions options;
+
+ protected:
+  std::vector<StateBuffer> state_buffers() const override;
 };
 
 }  // namespace loom::optim

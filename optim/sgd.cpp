@@ -12,6 +12,8 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(
              "SGD: nesterov momentum needs momentum > 0 and dampening = 0");
 }
 
+std::vector<Optimizer::StateBuffer> SGD::state_buffers() const { return {{"momentum_buffer", false}}; }
+
 void SGD::step() {
   NoGradGuard no_grad;
   ++step_count_;

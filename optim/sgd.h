@@ -21,6 +21,9 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, double lr) : SGD(std::move(params), SGDOptions(lr)) {}
   void step() override;
   SGDOptions options;
+
+ protected:
+  std::vector<StateBuffer> state_buffers() const override;
 };
 
 }  // namespace loom::optim

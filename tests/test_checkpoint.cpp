@@ -6,7 +6,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -213,6 +216,36 @@ TEST_CASE("corrupt safetensors: the header's JSON", "[checkpoint]") {
   }
 }
 
+TEST_CASE("corrupt safetensors: a key given twice (the last would silently win)", "[checkpoint]") {
+  const std::string kF64x1 = std::string("\x00\x00\x00\x00\x00\x00\xf0\x3f", 8);  // 1.0
+  SECTION("a tensor, the second time with another dtype and shape") {
+    // Either entry alone would tile the data: [0, 8] as two F32 or one F64.
+    require_rejected(make_file("{" + entry("w", "F32", "[2]", "[0,8]") + "," + entry("w", "F64", "[1]", "[0,8]") + "}",
+                               kF32x2),
+                     {"the key 'w' appears twice in the header"});
+    require_rejected(make_file("{" + entry("w", "F64", "[1]", "[0,8]") + "," + entry("w", "F64", "[1]", "[0,8]") + "}",
+                               kF64x1),
+                     {"'w' appears twice"});
+  }
+  SECTION("a field of an entry") {
+    require_rejected(make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"dtype\":\"I32\",\"data_offsets\":[0,8]}}",
+                               kF32x2),
+                     {"the key 'dtype' appears twice in the header (inside 'w')"});
+  }
+  SECTION("a metadata key, and __metadata__ itself") {
+    require_rejected(make_file("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", ""),
+                     {"the key 'a' appears twice in the header (inside '__metadata__')"});
+    require_rejected(make_file("{\"__metadata__\":{\"a\":\"1\"},\"__metadata__\":{\"a\":\"2\"}}", ""),
+                     {"the key '__metadata__' appears twice"});
+  }
+  SECTION("the same name in different objects is fine") {
+    const SafetensorsFile f = parse_safetensors(
+        make_file("{" + entry("a", "F32", "[2]", "[0,8]") + ",\"__metadata__\":{\"a\":\"dtype\",\"dtype\":\"x\"}}", kF32x2));
+    REQUIRE(f.tensors.count("a") == 1);
+    REQUIRE(f.metadata == Metadata{{"a", "dtype"}, {"dtype", "x"}});
+  }
+}
+
 TEST_CASE("corrupt safetensors: tensor entries", "[checkpoint]") {
   SECTION("missing dtype") {
     require_rejected(make_file("{\"w\":{\"shape\":[2],\"data_offsets\":[0,8]}}", kF32x2), {"'w'", "'dtype'"});
@@ -305,7 +338,22 @@ TEST_CASE("load_safetensors names the path of a missing or unreadable file", "[c
   require_throws_with<SerializationError>([&] { load_safetensors(dir.file("missing.safetensors")); },
                                           {dir.file("missing.safetensors"), "cannot open"});
   require_throws_with<SerializationError>([&] { load_safetensors(dir.path.string()); },
-                                          {dir.path.string(), "not a regular file"});
+                                          {dir.path.string(), "is a directory, not a regular file"});
+}
+
+TEST_CASE("load_safetensors, load_checkpoint and load_weights refuse a FIFO without blocking", "[checkpoint]") {
+  TempDir dir;
+  const std::string fifo = make_fifo(dir.file("ckpt.safetensors"));
+  require_throws_without_blocking<SerializationError>([&] { load_safetensors(fifo); }, fifo,
+                                                      {fifo, "is a FIFO, not a regular file"});
+  auto model = std::make_shared<nn::LinearImpl>(2, 3);
+  require_throws_without_blocking<SerializationError>([&] { optim::load_checkpoint(fifo, {model.get()}); }, fifo,
+                                                      {fifo, "is a FIFO"});
+  require_throws_without_blocking<SerializationError>([&] { optim::load_weights(fifo, *model); }, fifo,
+                                                      {fifo, "is a FIFO"});
+  // A device is refused before it is opened.
+  require_throws_with<SerializationError>([&] { load_safetensors("/dev/zero"); },
+                                          {"/dev/zero", "is a character device, not a regular file"});
 }
 
 // ---- atomic saves --------------------------------------------------------------------------------
@@ -368,6 +416,46 @@ TEST_CASE("a save whose rename fails (the target is a non-empty folder) removes 
   require_throws_with<SerializationError>([&] { save_safetensors(path, {{"w", zeros({3})}}); }, {path, "renaming"});
   REQUIRE(dir.names() == std::vector<std::string>{"ckpt"});
   REQUIRE(read_bytes(path + "/keep") == "precious");
+}
+
+TEST_CASE("a save removes the temporaries of killed saves to the same path, and nothing else", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  // A pid that is certainly dead: a child that has exited and been reaped.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  const std::string dead = std::to_string(child);
+  const std::string tmp = "model.safetensors.tmp.";
+  const std::vector<std::string> stale{tmp + dead + ".0", tmp + dead + ".17"};
+  std::vector<std::string> kept{
+      tmp + std::to_string(getpid()) + ".3",   // this process's (another thread may be saving)
+      tmp + std::to_string(getppid()) + ".0",  // a live process's
+      tmp + dead,                              // not exactly path.tmp.<pid>.<n>
+      tmp + dead + ".1.bak",
+      tmp + dead + ".x",
+      tmp + "-" + dead + ".0",
+      tmp + "+" + dead + ".0",
+      tmp + dead + ".",
+      "other.safetensors.tmp." + dead + ".0",  // another file's
+      "model.safetensors"};
+  for (const std::string& name : stale) write_bytes(dir.file(name), "partial");
+  for (const std::string& name : kept)
+    if (name != "model.safetensors") write_bytes(dir.file(name), "keep");
+  // Not regular files: a folder and a link named like a stale temporary.
+  fs::create_directory(dir.file(tmp + dead + ".5"));
+  fs::create_symlink(dir.file("other.safetensors.tmp." + dead + ".0"), dir.file(tmp + dead + ".6"));
+  kept.push_back(tmp + dead + ".5");
+  kept.push_back(tmp + dead + ".6");
+
+  save_safetensors(path, {{"w", zeros({2})}});
+  std::sort(kept.begin(), kept.end());
+  REQUIRE(dir.names() == kept);
+  for (const std::string& name : kept)
+    if (fs::is_regular_file(fs::symlink_status(dir.file(name))) && name != "model.safetensors")
+      REQUIRE(read_bytes(dir.file(name)) == "keep");
 }
 
 // ---- training checkpoints ---------------------------------------------------------------------------
@@ -520,6 +608,123 @@ TEST_CASE("load_checkpoint errors: a model of another shape, a weights file, a c
     require_throws_with<ValueError>([&] { optim::load_checkpoint(path, {}); }, {"load_checkpoint", "no model"});
     require_throws_with<ValueError>([&] { optim::save_checkpoint(path, {}); }, {"save_checkpoint", "no model"});
   }
+}
+
+namespace {
+
+// Everything a restore may change, bit for bit: the model, the optimizer's state and lrs,
+// the scheduler and the generator.
+struct Snapshot {
+  std::map<std::string, std::string> tensors;
+  int64_t last_epoch;
+  uint64_t seed, offset;
+  explicit Snapshot(const Trainer& t)
+      : last_epoch(t.sched.last_epoch()), seed(default_generator().seed()), offset(default_generator().offset()) {
+    for (const auto& [key, v] : t.model->state_dict()) tensors["model." + key] = raw_bytes(v);
+    for (const auto& [key, v] : t.opt.state_dict()) tensors["optimizer." + key] = raw_bytes(v);
+  }
+  bool operator==(const Snapshot&) const = default;
+};
+
+}  // namespace
+
+TEST_CASE("load_checkpoint is all or nothing: a bad entry anywhere changes nothing", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  const std::vector<Batch> data = make_data();
+  Trainer saved(3);
+  saved.train(data, 0, 4);
+  optim::save_checkpoint(path, saved.checkpoint(4, 1));
+  const SafetensorsFile good = load_safetensors(path);
+
+  struct Case {
+    std::string what, key;
+    Tensor value;  // undefined: remove the key
+    std::string why;
+  };
+  const Tensor p0 = good.tensors.at("optimizer.state.0.exp_avg_sq");
+  const std::vector<Case> cases{
+      {"a NaN lr", "optimizer.param_groups.0.lr", scalar_tensor(NAN, kFloat64), "non-negative learning rate"},
+      {"a negative lr", "optimizer.param_groups.0.lr", scalar_tensor(-0.1, kFloat64), "got -0.1"},
+      {"an empty lr", "optimizer.param_groups.0.lr", zeros({0}, kFloat64), "must be one number"},
+      {"a negative initial_lr", "optimizer.param_groups.0.initial_lr", scalar_tensor(-1.0, kFloat64), "learning rate"},
+      {"a negative step", "optimizer.step", scalar_tensor(int64_t(-3), kInt64), "non-negative count, got -3"},
+      {"a non-integral per-parameter step", "optimizer.state.0.step", scalar_tensor(2.5, kFloat32), "whole count"},
+      {"a negative per-parameter step", "optimizer.state.1.step", scalar_tensor(int64_t(-1), kInt64), "got -1"},
+      {"a negative exp_avg_sq", "optimizer.state.0.exp_avg_sq", p0 - 1e6, "negative or NaN"},
+      {"a NaN exp_avg_sq", "optimizer.state.2.exp_avg_sq",
+       good.tensors.at("optimizer.state.2.exp_avg_sq") * NAN, "negative or NaN"},
+      {"an integer buffer", "optimizer.state.0.exp_avg", zeros(p0.sizes(), kInt64), "floating-point buffer"},
+      {"a mis-shaped buffer", "optimizer.state.0.exp_avg", zeros({1, 2}), "has shape (1, 2)"},
+      {"a buffer Adam does not keep", "optimizer.state.0.momentum_buffer", zeros(p0.sizes()), "unexpected keys"},
+      {"a parameter the optimizer does not have", "optimizer.state.99.exp_avg", zeros({2}), "names parameter 99"},
+      {"a malformed state key", "optimizer.state.01.exp_avg", zeros(p0.sizes()), "unexpected keys"},
+      {"a missing lr", "optimizer.param_groups.0.lr", Tensor(), "missing key 'param_groups.0.lr'"},
+      {"a negative scheduler epoch", "scheduler.last_epoch", scalar_tensor(int64_t(-2), kInt64), "non-negative"},
+      {"an unexpected scheduler key", "scheduler.best", scalar_tensor(1.0, kFloat64), "unexpected keys"},
+      {"a non-scalar meta.step", "meta.step", zeros({1}, kInt64), "not an int64 scalar"},
+      {"a float meta.rng_offset", "meta.rng_offset", scalar_tensor(1.0, kFloat64), "not an int64 scalar"},
+      {"an unknown entry", "extra.thing", zeros({1}), "unexpected entry 'extra.thing'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    TensorMap tensors = good.tensors;
+    if (c.value.defined()) tensors[c.key] = c.value;
+    else tensors.erase(c.key);
+    const std::string bad = dir.file("bad.safetensors");
+    save_safetensors(bad, tensors, good.metadata);
+
+    // A restore target with its own trained state, different from the file's.
+    Trainer target(5);
+    target.train(data, 0, 2);
+    manual_seed(77);
+    const Snapshot before(target);
+    const std::string key_in_message = c.key.substr(c.key.find('.') + 1);
+    require_throws_with<SerializationError>([&] { optim::load_checkpoint(bad, target.checkpoint()); },
+                                            {"load_checkpoint", bad, c.key.starts_with("extra") ? c.key : key_in_message,
+                                             c.why});
+    REQUIRE(Snapshot(target) == before);
+  }
+  // A model that does not fit (ValueError) changes nothing either, the optimizer included.
+  TensorMap tensors = good.tensors;
+  tensors["model.fc.bias"] = zeros({kVocab + 1});
+  const std::string misfit = dir.file("misfit.safetensors");
+  save_safetensors(misfit, tensors, good.metadata);
+  Trainer target(5);
+  target.train(data, 0, 2);
+  const Snapshot before(target);
+  require_throws_with<ValueError>([&] { optim::load_checkpoint(misfit, target.checkpoint()); }, {"fc.bias"});
+  REQUIRE(Snapshot(target) == before);
+  // And the good file loads into the same target.
+  optim::load_checkpoint(path, target.checkpoint());
+  require_same_state(saved, target);
+}
+
+TEST_CASE("Optimizer::load_state_dict checks values as the constructor does and changes nothing on error",
+          "[checkpoint][optim]") {
+  manual_seed(1);
+  Tensor w = randn({3}).requires_grad_(true);
+  optim::Adam opt({w}, optim::AdamOptions(0.1));
+  (w * w).sum().backward();
+  opt.step();
+  const optim::StateDict good = opt.state_dict();
+  auto with = [&](const std::string& key, const Tensor& v) {
+    optim::StateDict s = good;
+    s[key] = v;
+    return s;
+  };
+  const std::string before = raw_bytes(opt.state_dict().at("state.0.exp_avg_sq"));
+  require_throws_with<ValueError>([&] { opt.load_state_dict(with("param_groups.0.lr", scalar_tensor(NAN, kFloat64))); },
+                                  {"Adam.load_state_dict", "'param_groups.0.lr'", "learning rate, got nan"});
+  require_throws_with<ValueError>(
+      [&] { opt.load_state_dict(with("state.0.exp_avg_sq", good.at("state.0.exp_avg_sq") * -1.0 - 1.0)); },
+      {"'state.0.exp_avg_sq'", "negative"});
+  REQUIRE(opt.lr() == 0.1);
+  REQUIRE(raw_bytes(opt.state_dict().at("state.0.exp_avg_sq")) == before);
+  // PyTorch stores a parameter's step as a float; a whole one loads as the int64 count.
+  opt.load_state_dict(with("state.0.step", scalar_tensor(7.0, kFloat32)));
+  REQUIRE(opt.state_dict().at("state.0.step").dtype() == kInt64);
+  REQUIRE(opt.state_dict().at("state.0.step").item<int64_t>() == 7);
 }
 
 TEST_CASE("save_weights / load_weights use exactly PyTorch's state_dict keys", "[checkpoint]") {

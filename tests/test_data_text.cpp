@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "data/text_dataset.h"
+#include "data/text_lines.h"
 #include "data/text_readers.h"
 #include "data/tokenizer.h"
 #include "data/vocab.h"
@@ -336,6 +337,61 @@ TEST_CASE("read_tsv: records, CRLF, blank lines, header, chosen columns", "[data
   REQUIRE_THROWS_AS(read_tsv(clean, {.label_column = 1, .text_column = 1}), ValueError);
 }
 
+TEST_CASE("read_tsv / read_csv: lone CR line ends and a byte-order mark", "[data][text]") {
+  TempDir dir;
+  const auto labels_of = [](const std::vector<LabelledText>& got) {
+    Tokens out;
+    for (const LabelledText& r : got) out.push_back(r.label + "|" + r.text + "|" + std::to_string(r.line));
+    return out;
+  };
+  // printf 'pos\tone\rneg\ttwo\r' (old Mac editors): two records, not one.
+  CHECK(labels_of(read_tsv(dir.write("cr.tsv", "pos\tone\rneg\ttwo\r"))) == Tokens{"pos|one|1", "neg|two|2"});
+  CHECK(labels_of(read_tsv(dir.write("mixed.tsv", "pos\ta\r\nneg\tb\rpos\tc\n\r\rneg\td"))) ==
+        Tokens{"pos|a|1", "neg|b|2", "pos|c|3", "neg|d|6"});
+  // CSV: a lone CR ends a record outside quotes and is kept inside them.
+  CHECK(labels_of(read_csv(dir.write("cr.csv", "pos,one\rneg,\"two\rlines\"\r\rpos,three\r"))) ==
+        Tokens{"pos|one|1", "neg|two\rlines|2", "pos|three|5"});
+  // A UTF-8 byte-order mark is not part of the first label (nor of a header).
+  const std::string bom = "\xEF\xBB\xBF";
+  const auto tsv = read_tsv(dir.write("bom.tsv", bom + "pos\tone\nneg\ttwo\npos\tthree\n"));
+  CHECK(LabelSet::from(tsv).names() == Tokens{"neg", "pos"});
+  CHECK(labels_of(read_csv(dir.write("bom.csv", bom + "\"pos\",one\r\nneg,two\r\n"))) ==
+        Tokens{"pos|one|1", "neg|two|2"});
+  CHECK(labels_of(read_tsv(dir.write("bomh.tsv", bom + "label\ttext\npos\tone\n"), {.header = true})) ==
+        Tokens{"pos|one|2"});
+  // Only at the very start: elsewhere it is text.
+  CHECK(read_tsv(dir.write("mid.tsv", "pos\t" + bom + "one\n"))[0].text == bom + "one");
+}
+
+TEST_CASE("error messages quote at most ~80 bytes of a huge bad token or label", "[data][text]") {
+  TempDir dir;
+  const std::string huge(1'000'000, 'x');
+  const std::string vocab_msg =
+      message_of<DataError>([&] { Vocab::load(dir.write("v.txt", "<pad>\n<unk>\n" + huge + "\n" + huge + "\n")); });
+  CHECK(vocab_msg.size() < 300);
+  CHECK_THAT(vocab_msg, Catch::Contains("v.txt:4: duplicate token 'xxxx") &&
+                            Catch::Contains("x...' (1000000 bytes) (first on line 3)"));
+  const LabelSet labels = LabelSet::from(records_of({{"pos", "a"}}));
+  const std::string label_msg = message_of<ValueError>([&] { labels.id(huge); });
+  CHECK(label_msg.size() < 300);
+  CHECK_THAT(label_msg, Catch::Contains("(1000000 bytes)"));
+  // The excerpt never cuts a UTF-8 character in two.
+  std::string accents = "a";
+  for (int i = 0; i < 100; ++i) accents += "é";
+  const std::string quoted = quote_excerpt(accents);
+  CHECK(is_valid_utf8(quoted));
+  CHECK(quoted == "'" + accents.substr(0, 79) + "...' (201 bytes)");
+  CHECK(quote_excerpt(std::string(80, 'y')) == "'" + std::string(80, 'y') + "'");
+}
+
+TEST_CASE("Vocab::load: lone CR line ends and a byte-order mark", "[data][text]") {
+  TempDir dir;
+  CHECK(Vocab::load(dir.write("cr.txt", "<pad>\r<unk>\rthe\rcat\r")).tokens() == Tokens{"<pad>", "<unk>", "the", "cat"});
+  CHECK(Vocab::load(dir.write("bom.txt", "\xEF\xBB\xBF<pad>\n<unk>\nthe\n")).tokens() == Tokens{"<pad>", "<unk>", "the"});
+  CHECK_THAT(message_of<DataError>([&] { Vocab::load(dir.write("blank.txt", "<pad>\r<unk>\ra\r\rb\r")); }),
+             Catch::Contains("blank.txt:4:") && Catch::Contains("empty line"));
+}
+
 TEST_CASE("read_tsv: bad records under Throw and Skip", "[data][text]") {
   TempDir dir;
   struct Bad {
@@ -502,6 +558,35 @@ TEST_CASE("read_aclimdb: layout, order, <br />, bad files", "[data][text]") {
   CHECK(kept.size() == 4);
   CHECK(report.skipped == 2);
   CHECK(report.records == 4);
+}
+
+TEST_CASE("the text readers and Vocab::load refuse a FIFO without blocking", "[data][text]") {
+  TempDir dir;
+  using loom::test::require_throws_without_blocking;
+  const std::string tsv = loom::test::make_fifo(dir.file("x.tsv"));
+  require_throws_without_blocking<DataError>([&] { read_tsv(tsv); }, tsv, {tsv, "is a FIFO, not a regular file"});
+  require_throws_without_blocking<DataError>([&] { read_labelled_text(tsv); }, tsv, {tsv, "is a FIFO"});
+  const std::string csv = loom::test::make_fifo(dir.file("x.csv"));
+  require_throws_without_blocking<DataError>([&] { read_csv(csv); }, csv, {csv, "is a FIFO"});
+  const std::string vocab = loom::test::make_fifo(dir.file("vocab.txt"));
+  require_throws_without_blocking<DataError>([&] { Vocab::load(vocab); }, vocab, {vocab, "is a FIFO"});
+  // In an aclImdb tree a FIFO is a bad file: an error, or skipped.
+  dir.write("aclImdb/train/neg/0_2.txt", "Awful");
+  dir.write("aclImdb/train/pos/2_8.txt", "Good");
+  const std::string review = loom::test::make_fifo(dir.file("aclImdb/train/pos/3_9.txt"));
+  const std::string root = (dir.path / "aclImdb").string();
+  require_throws_without_blocking<DataError>([&] { read_aclimdb(root, "train"); }, review,
+                                             {review + ":1: is a FIFO"});
+  ReadReport report;
+  size_t kept = 0;
+  require_throws_without_blocking<DataError>(
+      [&] {
+        kept = read_aclimdb(root, "train", {.on_bad = OnBadRecord::Skip}, &report).size();
+        throw DataError("read to the end");  // reached only without blocking
+      },
+      review, {"read to the end"});
+  CHECK(kept == 2);
+  CHECK(report.skipped == 1);
 }
 
 TEST_CASE("LabelSet: sorted ids, unknown labels", "[data][text]") {

@@ -183,6 +183,25 @@ TEST_CASE("read_csv_columns: bad numbers and ragged rows follow on_bad", "[data]
   CHECK_THAT(msg_ragged, Catch::Contains("ragged.csv:3:") && Catch::Contains("expected 2 cells, got 1"));
 }
 
+TEST_CASE("read_csv_columns: lone CR line ends, a byte-order mark, a huge bad cell", "[data][timeseries]") {
+  TempDir dir;
+  NumericTable cr = read_csv_columns(dir.write("cr.csv", "a,b\r1,2\r\r3,4\r"));
+  CHECK(cr.names == std::vector<std::string>{"a", "b"});
+  CHECK(cr.columns[0] == std::vector<double>{1, 3});
+  CHECK(cr.columns[1] == std::vector<double>{2, 4});
+  CHECK_THAT(message_of<DataError>([&] { read_csv_columns(dir.write("crbad.csv", "a,b\r1,2\r\r3,x\r")); }),
+             Catch::Contains("crbad.csv:4:"));
+  NumericTable bom = read_csv_columns(dir.write("bom.csv", "\xEF\xBB\xBF" "a,b\n1,2\n"), {.columns = {"a"}});
+  CHECK(bom.columns[0] == std::vector<double>{1});
+  // A 5 MB cell that is not a number: the message quotes its start and gives its size.
+  const std::string huge(5'000'000, '7');
+  const std::string msg =
+      message_of<DataError>([&] { read_csv_columns(dir.write("huge.csv", "a,b\n1,2\n3," + huge + "x\n")); });
+  CHECK(msg.size() < 300);
+  CHECK_THAT(msg, Catch::Contains("huge.csv:3: column 'b': '7777") && Catch::Contains("7...' (5000001 bytes)") &&
+                      Catch::Contains("not a finite number"));
+}
+
 TEST_CASE("read_csv_columns rejects empty files", "[data][timeseries]") {
   TempDir dir;
   CHECK_THROWS_AS(read_csv_columns(dir.write("empty.csv", "")), DataError);
@@ -194,6 +213,15 @@ TEST_CASE("read_csv_columns rejects empty files", "[data][timeseries]") {
   CHECK_THROWS_AS(read_csv_columns(dir.write("allbad.csv", "a\nx\n"), {.on_bad = OnBadRecord::Skip}),
                   DataError);
   CHECK_THROWS_AS(read_csv_columns((dir.path / "missing.csv").string()), DataError);
+}
+
+TEST_CASE("read_csv_columns refuses a FIFO or a folder without blocking", "[data][timeseries]") {
+  TempDir dir;
+  const std::string fifo = loom::test::make_fifo(dir.file("series.csv"));
+  loom::test::require_throws_without_blocking<DataError>([&] { read_csv_columns(fifo); }, fifo,
+                                                         {fifo, "is a FIFO, not a regular file"});
+  CHECK_THAT(message_of<DataError>([&] { read_csv_columns(dir.path.string()); }),
+             Catch::Contains("is a directory, not a regular file"));
 }
 
 TEST_CASE("read_csv_columns loads the bundled Mauna Loa CO2 file", "[data][timeseries]") {

@@ -180,14 +180,18 @@ TEST_CASE("ReduceLROnPlateau.load_state_dict rejects a hostile state and leaves 
   expect_rejected(with("patience", scalar_tensor(-1, kInt64)), {"patience", "non-negative"});
   expect_rejected(with("surprise", scalar_tensor(1, kInt64)), {"unexpected keys 'surprise'"});
 
-  // Through the file: another scheduler's state either way round.
-  optim::StepLR step_lr(fresh.opt, 3);
-  require_throws_with<ValueError>([&] { optim::load_checkpoint(path, {fresh.model.get(), &fresh.opt, &step_lr}); },
-                                  {"LRScheduler.load_state_dict", "unexpected keys", "'best'"});
+  // Through the file: another scheduler's state either way round, a SerializationError
+  // naming the file, and nothing restored.
+  optim::StepLR step_lr(fresh.opt, 3);  // sets the lrs
+  const Run::Snapshot with_step_lr = fresh.snapshot();
+  require_throws_with<SerializationError>(
+      [&] { optim::load_checkpoint(path, {fresh.model.get(), &fresh.opt, &step_lr}); },
+      {path, "'scheduler.*'", "LRScheduler.load_state_dict", "unexpected keys", "'best'"});
+  CHECK(fresh.snapshot() == with_step_lr);
   const std::string step_path = dir.file("step.safetensors");
   optim::save_checkpoint(step_path, {fresh.model.get(), &fresh.opt, &step_lr});
-  require_throws_with<ValueError>([&] { optim::load_checkpoint(step_path, fresh.checkpoint()); },
-                                  {"ReduceLROnPlateau.load_state_dict", "missing key 'best'"});
+  require_throws_with<SerializationError>([&] { optim::load_checkpoint(step_path, fresh.checkpoint()); },
+                                          {step_path, "ReduceLROnPlateau.load_state_dict", "missing key 'best'"});
 }
 
 TEST_CASE("ReduceLROnPlateau rejects a negative patience or cooldown", "[optim][plateau]") {

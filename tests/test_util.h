@@ -4,13 +4,19 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>     // open (releasing a FIFO)
 #include <stdlib.h>  // mkdtemp
+#include <sys/stat.h>  // mkfifo
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <sstream>
 #include <string>
@@ -88,6 +94,38 @@ void require_throws_with(const std::function<void()>& f, const std::vector<std::
     FAIL("threw the wrong exception type: " << e.what());
   }
   FAIL("did not throw");
+}
+
+// Makes a FIFO at path (nobody writes to it) and returns path.
+inline std::string make_fifo(const std::string& path) {
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  return path;
+}
+
+// As require_throws_with, for a loader given the FIFO `fifo` (or a path through it): f
+// must throw within seconds. If it blocks, the FIFO is opened for writing to release it
+// and the test fails, so that a blocking loader fails the suite instead of hanging it.
+template <typename E>
+void require_throws_without_blocking(const std::function<void()>& f, const std::string& fifo,
+                                     const std::vector<std::string>& parts) {
+  auto result = std::async(std::launch::async, [&f]() -> std::exception_ptr {
+    try {
+      f();
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  });
+  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // succeeds once a reader waits
+      if (fd >= 0) ::close(fd);
+    }
+    result.get();
+    FAIL("blocked on the FIFO " << fifo << " for 10 s");
+  }
+  const std::exception_ptr thrown = result.get();
+  require_throws_with<E>([&] { if (thrown) std::rethrow_exception(thrown); }, parts);
 }
 
 // The message of the exception fn throws as E (fails the test if it throws nothing).
