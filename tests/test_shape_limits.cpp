@@ -39,7 +39,7 @@ TEST_CASE("element counts that overflow int64 are a ValueError naming the op and
   require_throws_with<ValueError>([] { nn::Embedding(k32, k32); }, {"(4294967296, 4294967296)"});
 }
 
-TEST_CASE("byte sizes that overflow are a ValueError; too much memory is OutOfMemoryError", "[core][limits]") {
+TEST_CASE("byte sizes that overflow are a ValueError, and too much memory is an OutOfMemoryError", "[core][limits]") {
   // 2^62 floats are 2^64 bytes.
   require_throws_with<ValueError>([] { empty({int64_t(1) << 62}); }, {"empty", "(4611686018427387904,)", "bytes"});
   require_throws_with<ValueError>([] { zeros({int64_t(1) << 61}, kInt64); }, {"zeros", "bytes"});
