@@ -16,9 +16,6 @@
 // the host-emulated cuda:0 is on, core/cuda_emulation.h; none otherwise).
 #pragma once
 
-#include <array>
-
-#include "core/allocator.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
@@ -65,10 +62,6 @@ struct Backend {
   decltype(&kernels::sgd_update) sgd_update = nullptr;
   decltype(&kernels::adam_update) adam_update = nullptr;
   decltype(&kernels::rmsprop_update) rmsprop_update = nullptr;
-
-  // Page-locked host memory for fast transfers to the device (Tensor::pin_memory).
-  Allocator* (*pinned_allocator)() = nullptr;
-  bool (*is_pinned)(const void* ptr) = nullptr;
 };
 
 // The backends (kernels/cpu/backend.cpp; kernels/cuda/backend.cpp or
