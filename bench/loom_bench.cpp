@@ -126,11 +126,10 @@ double load1() {
   return getloadavg(&load, 1) == 1 ? load : -1;
 }
 
-// Flush-to-zero and denormals-are-zero on this thread and on every OpenMP worker (set after
-// the thread count, so that the team below is the one the kernels use).
+// Flush-to-zero and denormals-are-zero on this thread, and so on every worker: parallel_for
+// runs its chunks with the caller's MXCSR (Note [a pool for a busy machine]).
 void flush_denormals() {
 #if defined(__SSE__)
-#pragma omp parallel  // the calling thread is one of the team
   _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)
 #else
   throw ValueError("--flush-denormal is only implemented for x86 (SSE) CPUs");

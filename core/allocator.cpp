@@ -1,13 +1,18 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <limits>
-#include <map>
-#include <mutex>
+#include <unordered_map>
 
+#include "core/caching_allocator.h"
+#include "core/cuda.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/storage.h"
 
 namespace loom {
@@ -19,48 +24,74 @@ constexpr size_t kSmallBytes = 256;
 
 // Note [CPU block cache]
 // Large buffers (activations, gradients: megabytes each, allocated and freed every training
-// step) come from mmap in glibc, so every step would page-fault them in afresh — 11% of an
-// LSTM training step. Blocks of at least kCacheMin bytes are therefore kept on free lists
-// (by size, rounded up to kCacheGranule) and reused, up to kCacheMax cached bytes; smaller
-// ones go straight to malloc, which already reuses them well.
+// step) would come from mmap in glibc, so every step would page-fault them in afresh — 11%
+// of an LSTM training step. Requests over kCacheMin bytes therefore go to a caching
+// allocator (core/caching_allocator.h, the CUDA device's design): blocks are rounded to
+// 512 bytes and carved from mmap'ed segments (20 MiB shared by requests under 10 MiB, the
+// request rounded to 2 MiB above), best fit, split, and merged with free neighbours when
+// freed. The cache may keep as many free bytes as the live peak of those blocks (at least
+// kCacheFloor): a training step then finds its blocks again, while a workload that shrinks
+// or changes its sizes hands back whole segments (a segment's untouched pages cost no RSS).
+// loom::empty_cache() returns every free segment. Smaller requests go straight to malloc,
+// which already reuses them well.
 constexpr size_t kCacheMin = size_t(1) << 20;
-constexpr size_t kCacheGranule = size_t(1) << 16;
-constexpr size_t kCacheMax = size_t(1) << 30;
+constexpr size_t kCacheFloor = size_t(32) << 20;
 
-class BlockCache {
+// A byte count and its high-water mark, updated without a lock.
+class Gauge {
  public:
-  void* take(size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(bytes);
-      if (it != free_.end()) {
-        void* p = it->second;
-        free_.erase(it);
-        cached_ -= bytes;
-        return p;
-      }
+  void add(size_t n) {
+    const size_t now = now_.fetch_add(n, std::memory_order_relaxed) + n;
+    size_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
-    return std::aligned_alloc(kCpuAlignment, bytes);
   }
-  void give_back(void* p, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ + bytes > kCacheMax) {
-      std::free(p);
-      return;
-    }
-    free_.emplace(bytes, p);
-    cached_ += bytes;
-  }
+  void sub(size_t n) { now_.fetch_sub(n, std::memory_order_relaxed); }
+  size_t now() const { return now_.load(std::memory_order_relaxed); }
+  size_t peak() const { return peak_.load(std::memory_order_relaxed); }
+  void reset_peak() { peak_.store(now(), std::memory_order_relaxed); }
 
  private:
-  std::mutex mutex_;
-  std::multimap<size_t, void*> free_;
-  size_t cached_ = 0;
+  std::atomic<size_t> now_{0}, peak_{0};
 };
 
+// The CPU's books (core/memory.h): bytes in live storages, and bytes held from the system.
+Gauge& allocated_bytes() {
+  static Gauge* gauge = new Gauge;  // never destroyed: see block_cache()
+  return *gauge;
+}
+Gauge& reserved_bytes() {
+  static Gauge* gauge = new Gauge;
+  return *gauge;
+}
+
+void* map_segment(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  reserved_bytes().add(bytes);
+  return p;
+}
+
 // Never destroyed: tensors held in static objects may be freed after main returns.
-BlockCache& block_cache() {
-  static BlockCache* cache = new BlockCache;
+CachingAllocatorCore& block_cache() {
+  static std::unordered_map<void*, size_t>* segment_sizes = new std::unordered_map<void*, size_t>;
+  static CachingAllocatorCore* cache = new CachingAllocatorCore(
+      RawMemory{
+          // Called under the cache's lock, so the segment table needs none of its own.
+          [](size_t bytes) -> void* {
+            void* p = map_segment(bytes);
+            if (p) segment_sizes->emplace(p, bytes);
+            return p;
+          },
+          [](void* p) {
+            const auto it = segment_sizes->find(p);
+            LOOM_ASSERT(it != segment_sizes->end());
+            munmap(p, it->second);
+            reserved_bytes().sub(it->second);
+            segment_sizes->erase(it);
+          },
+          nullptr, "CPU"},
+      [](const CachingAllocatorStats& s) { return std::max(s.max_allocated, kCacheFloor); });
   return *cache;
 }
 
@@ -76,13 +107,17 @@ class CPUAllocator final : public Allocator {
     if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device);
     // No request this large can succeed, and rounding it up below would wrap.
     if (nbytes > std::numeric_limits<size_t>::max() / 2) out_of_memory(nbytes, device);
-    if (nbytes >= kCacheMin) {
-      const size_t rounded = (nbytes + kCacheGranule - 1) / kCacheGranule * kCacheGranule;
-      void* p = block_cache().take(rounded);
-      if (!p) out_of_memory(nbytes, device);
-      // The block's size travels in the deleter's context.
-      return DataPtr(p, reinterpret_cast<void*>(rounded),
-                     [](void* ctx, void* ptr) { block_cache().give_back(ptr, reinterpret_cast<size_t>(ctx)); },
+    if (nbytes > kCacheMin) {
+      // Throws OutOfMemoryError itself, naming the request and the cache's books.
+      size_t booked = 0;
+      void* p = block_cache().allocate(nbytes, 0, &booked);
+      allocated_bytes().add(booked);
+      // The booked size travels in the deleter's context.
+      return DataPtr(p, reinterpret_cast<void*>(booked),
+                     [](void* ctx, void* ptr) {
+                       allocated_bytes().sub(reinterpret_cast<size_t>(ctx));
+                       block_cache().free(ptr);
+                     },
                      device);
     }
     // Tiny buffers (scalars, small vectors) skip the slower aligned path: malloc's 16-byte
@@ -90,7 +125,15 @@ class CPUAllocator final : public Allocator {
     const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     void* p = nbytes <= kSmallBytes ? std::malloc(nbytes) : std::aligned_alloc(kCpuAlignment, rounded);
     if (!p) out_of_memory(nbytes, device);
-    return DataPtr(p, nullptr, [](void*, void* ptr) { std::free(ptr); }, device);
+    allocated_bytes().add(rounded);
+    reserved_bytes().add(rounded);
+    return DataPtr(p, reinterpret_cast<void*>(rounded),
+                   [](void* ctx, void* ptr) {
+                     allocated_bytes().sub(reinterpret_cast<size_t>(ctx));
+                     reserved_bytes().sub(reinterpret_cast<size_t>(ctx));
+                     std::free(ptr);
+                   },
+                   device);
   }
 };
 
@@ -108,6 +151,24 @@ Allocator* get_allocator(DeviceType type) {
 }
 
 void set_allocator(DeviceType type, Allocator* allocator) { allocators[size_t(type)].store(allocator); }
+
+namespace cpu {
+size_t memory_allocated() { return allocated_bytes().now(); }
+size_t max_memory_allocated() { return allocated_bytes().peak(); }
+size_t memory_reserved() { return reserved_bytes().now(); }
+size_t max_memory_reserved() { return reserved_bytes().peak(); }
+void reset_peak_memory_stats() {
+  allocated_bytes().reset_peak();
+  reserved_bytes().reset_peak();
+  block_cache().reset_peak_stats();  // the cache's limit follows the live peak from here
+}
+void empty_cache() { block_cache().empty_cache(); }
+}  // namespace cpu
+
+void empty_cache() {
+  cpu::empty_cache();
+  cuda::empty_cache();
+}
 
 Storage make_storage(size_t nbytes, Device device) {
   Allocator* a = get_allocator(device.type);

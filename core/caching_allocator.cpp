@@ -47,7 +47,8 @@ std::string format_bytes(size_t bytes) {
   return std::string(text) + " (" + std::to_string(bytes) + " bytes)";
 }
 
-CachingAllocatorCore::CachingAllocatorCore(RawMemory backend) : backend_(std::move(backend)) {}
+CachingAllocatorCore::CachingAllocatorCore(RawMemory backend, CacheLimit cache_limit)
+    : backend_(std::move(backend)), cache_limit_(std::move(cache_limit)) {}
 
 CachingAllocatorCore::~CachingAllocatorCore() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -65,7 +66,7 @@ size_t CachingAllocatorCore::segment_size(size_t rounded) {
   return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream) {
+void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream, size_t* block_size) {
   if (bytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   if (bytes > kMaxRequest) throw OutOfMemoryError(out_of_memory_message(bytes));
@@ -81,6 +82,7 @@ void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream) {
 
   stats_.allocated += block->size;
   stats_.max_allocated = std::max(stats_.max_allocated, stats_.allocated);
+  if (block_size) *block_size = block->size;
   return block->ptr;
 }
 
@@ -167,6 +169,30 @@ void CachingAllocatorCore::free(void* ptr) {
     delete next;
   }
   pool.insert(block);
+  if (cache_limit_) trim_to_limit();
+}
+
+// Returns whole free segments, largest first, while the cache holds more than its limit.
+// Only the large pool is trimmed: the small pool's 2 MiB segments are cheap to keep.
+void CachingAllocatorCore::trim_to_limit() {
+  const size_t limit = cache_limit_(stats_);
+  for (auto it = large_free_.end(); stats_.reserved - stats_.allocated > limit && it != large_free_.begin();) {
+    --it;
+    if ((*it)->prev || (*it)->next) continue;
+    it = release_segment(large_free_, it);
+  }
+}
+
+// Gives a free block that is a whole segment back to the backend; returns the next block.
+CachingAllocatorCore::FreeList::iterator CachingAllocatorCore::release_segment(FreeList& pool,
+                                                                               FreeList::iterator it) {
+  Block* block = *it;
+  backend_.free(block->ptr);
+  stats_.reserved -= block->size;
+  --stats_.segments;
+  const auto next = pool.erase(it);
+  delete block;
+  return next;
 }
 
 void CachingAllocatorCore::empty_cache() {
@@ -178,16 +204,11 @@ void CachingAllocatorCore::empty_cache() {
 void CachingAllocatorCore::release_cached_segments() {
   for (FreeList* pool : {&small_free_, &large_free_}) {
     for (auto it = pool->begin(); it != pool->end();) {
-      Block* block = *it;
-      if (block->prev || block->next) {
+      if ((*it)->prev || (*it)->next) {
         ++it;
         continue;
       }
-      backend_.free(block->ptr);
-      stats_.reserved -= block->size;
-      --stats_.segments;
-      it = pool->erase(it);
-      delete block;
+      it = release_segment(*pool, it);
     }
   }
 }
@@ -207,11 +228,12 @@ void CachingAllocatorCore::reset_peak_stats() {
 
 std::string CachingAllocatorCore::out_of_memory_message(size_t requested) const {
   const size_t device_free = backend_.free_bytes ? backend_.free_bytes() : std::numeric_limits<size_t>::max();
-  const std::string free_text =
-      device_free == std::numeric_limits<size_t>::max() ? "an unknown amount" : format_bytes(device_free);
-  return detail::str("CUDA out of memory: tried to allocate ", format_bytes(requested), "; ",
+  const std::string free_text = device_free == std::numeric_limits<size_t>::max()
+                                    ? std::string()
+                                    : ", " + format_bytes(device_free) + " free on the device";
+  return detail::str(backend_.device, " out of memory: tried to allocate ", format_bytes(requested), "; ",
                      format_bytes(stats_.allocated), " allocated by Loom, ", format_bytes(stats_.reserved),
-                     " reserved, ", free_text, " free on the device");
+                     " reserved", free_text);
 }
 
 }  // namespace loom

@@ -22,6 +22,9 @@
 // - When the backend is out of memory, all cached segments with no live block are returned
 //   and the request retried once; a second failure throws OutOfMemoryError with the
 //   request, Loom's books and what the device has left.
+// - A cache limit, when given (the CPU's; the CUDA device has none, as PyTorch's), bounds
+//   the free bytes kept: a free() that leaves more cached than the limit returns whole free
+//   segments, largest first, to the backend until the cache is within it.
 // Stats count rounded block sizes (what the allocator really set aside), as PyTorch does.
 // All members are thread-safe (one mutex).
 #pragma once
@@ -41,6 +44,7 @@ struct RawMemory {
   std::function<void*(size_t)> alloc;   // nullptr when the device is out of memory
   std::function<void(void*)> free;
   std::function<size_t()> free_bytes;   // what the device has left (for the OOM message); SIZE_MAX if unknown
+  std::string device = "CUDA";          // for messages: "CUDA out of memory: ..."
 };
 
 struct CachingAllocatorStats {
@@ -52,6 +56,9 @@ struct CachingAllocatorStats {
   size_t cached_blocks = 0;  // free blocks waiting for reuse
 };
 
+// The most free bytes the cache may keep, given the current books; null: no limit.
+using CacheLimit = std::function<size_t(const CachingAllocatorStats&)>;
+
 class CachingAllocatorCore {
  public:
   static constexpr size_t kRound = 512;                   // every size is a multiple of this
@@ -61,7 +68,7 @@ class CachingAllocatorCore {
   static constexpr size_t kMinLargeAlloc = size_t(10) << 20;
   static constexpr size_t kRoundLarge = size_t(2) << 20;
 
-  explicit CachingAllocatorCore(RawMemory backend);
+  explicit CachingAllocatorCore(RawMemory backend, CacheLimit cache_limit = nullptr);
   // Returns the cached segments; segments that still hold live blocks are left alone.
   ~CachingAllocatorCore();
   CachingAllocatorCore(const CachingAllocatorCore&) = delete;
@@ -69,7 +76,8 @@ class CachingAllocatorCore {
 
   // A block of at least `bytes` for use on `stream` (an opaque id, e.g. a cudaStream_t).
   // nullptr for 0 bytes. Throws OutOfMemoryError when the backend cannot provide it.
-  void* allocate(size_t bytes, uintptr_t stream);
+  // *block_size, when given, receives the size the block was booked at (stats()).
+  void* allocate(size_t bytes, uintptr_t stream, size_t* block_size = nullptr);
   // Returns a block from allocate() to the cache (nullptr: nothing). Throws ValueError for
   // a pointer this allocator did not hand out or that was already freed.
   void free(void* ptr);
@@ -95,10 +103,13 @@ class CachingAllocatorCore {
   Block* new_segment(size_t requested, size_t size, uintptr_t stream, bool small);
   void split(Block* block, size_t size, FreeList& pool);
   void release_cached_segments();
+  void trim_to_limit();
+  FreeList::iterator release_segment(FreeList& pool, FreeList::iterator it);
   std::string out_of_memory_message(size_t requested) const;
 
   mutable std::mutex mutex_;
   RawMemory backend_;
+  CacheLimit cache_limit_;
   FreeList small_free_, large_free_;
   std::unordered_map<void*, Block*> live_;  // by pointer: what free() looks up
   CachingAllocatorStats stats_;

@@ -1,90 +1,86 @@
 #include "core/parallel.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
-#include <exception>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace loom {
 namespace {
 std::atomic<int> num_threads{0};  // 0: not set yet
 thread_local bool serial_thread = false;  // see SerialThreadGuard
 
+// Chunks per thread when the range allows: a thread that starts late, or is slowed by
+// another process on its core, then holds up only a small share (Note [a pool for a busy
+// machine]).
+constexpr int64_t kChunksPerThread = 4;
+
+// OMP_NUM_THREADS when set (as PyTorch honours it), else the cores this process may run on.
 int default_threads() {
-  unsigned hw = std::thread::hardware_concurrency();
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 4096) return int(n);
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : int(hw);
+}
+
+// The pool for the current thread count, made on first use. A caller keeps the pool it got
+// alive while it runs a job, so set_num_threads may replace it at any time.
+std::shared_ptr<detail::ThreadPool> pool_for(int threads) {
+  static std::mutex mutex;
+  static auto* pool = new std::shared_ptr<detail::ThreadPool>;  // never destroyed: workers may outlive main
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!*pool || (*pool)->threads() != threads) *pool = std::make_shared<detail::ThreadPool>(threads);
+  return *pool;
 }
 }  // namespace
 
 void set_num_threads(int n) {
   LOOM_CHECK(n >= 1, ValueError, "set_num_threads: expected a positive count, got ", n);
   num_threads = n;
-#ifdef _OPENMP
-  omp_set_num_threads(n);
-#endif
 }
 
 int get_num_threads() {
-  int n = num_threads.load();
-  return n > 0 ? n : default_threads();
+  const int n = num_threads.load();
+  if (n > 0) return n;
+  static const int fallback = default_threads();
+  return fallback;
 }
 
 SerialThreadGuard::SerialThreadGuard() : previous_(serial_thread) { serial_thread = true; }
 SerialThreadGuard::~SerialThreadGuard() { serial_thread = previous_; }
 
-bool in_parallel_region() {
-  if (serial_thread) return true;
-#ifdef _OPENMP
-  return omp_in_parallel();
-#else
-  return false;
-#endif
-}
+bool in_parallel_region() { return serial_thread || detail::in_pool_job(); }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {
   if (begin >= end) return;
   const int64_t range = end - begin;
-  int threads = get_num_threads();
-#ifndef _OPENMP
-  threads = 1;
-#endif
-  if (in_parallel_region()) threads = 1;
+  const int threads = in_parallel_region() ? 1 : get_num_threads();
   grain = std::max<int64_t>(grain, 1);
-  const int64_t chunks = std::min<int64_t>(threads, (range + grain - 1) / grain);
-  if (chunks <= 1) {
+  const int64_t most = std::min<int64_t>(int64_t(threads) * kChunksPerThread, range / grain + (range % grain != 0));
+  if (threads <= 1 || most <= 1) {
     fn(begin, end);
     return;
   }
-#ifdef _OPENMP
-  // Exceptions must not escape an OpenMP region: keep the first and rethrow after.
-  std::exception_ptr error;
-  std::mutex error_mutex;
-#pragma omp parallel num_threads(int(chunks))
-  {
-    const int64_t tid = omp_get_thread_num();
-    const int64_t nt = omp_get_num_threads();
-    const int64_t per = (range + nt - 1) / nt;
-    const int64_t b = begin + tid * per;
-    const int64_t e = std::min(end, b + per);
-    if (b < e) {
-      try {
-        fn(b, e);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    }
+  const int64_t per = range / most + (range % most != 0);
+  const int64_t chunks = range / per + (range % per != 0);  // none of them empty
+  const auto chunk = [&](int64_t i) { fn(begin + i * per, std::min(end, begin + (i + 1) * per)); };
+  // Busy with another thread's job: this one runs serially.
+  if (!pool_for(threads)->run(chunks, chunk)) {
+    for (int64_t i = 0; i < chunks; ++i) chunk(i);
   }
-  if (error) std::rethrow_exception(error);
-#endif
 }
 
 }  // namespace loom

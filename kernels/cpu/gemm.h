@@ -34,7 +34,6 @@ struct GemmArgs {
   bool c_col_major = false;
   double alpha = 1, beta = 0;   // beta 0: C is overwritten (its old values are not read)
   DType dtype = DType::Float32; // Float32 or Float64
-  int threads = 1;              // Eigen's threads for this product (1 inside parallel_for)
 };
 
 void gemm_avx512(const GemmArgs& args);    // needs a CPU with AVX-512 F/BW/DQ/VL and FMA

@@ -1,4 +1,4 @@
-// The body of the GEMM behind kernels/cpu/gemm.h: Eigen's blocked, OpenMP-parallel GEMM
+// The body of the GEMM behind kernels/cpu/gemm.h: Eigen's blocked GEMM, on one thread,
 // over Maps of the caller's memory (no copies). Included only by gemm_avx512.cpp and
 // gemm_portable.cpp, each after renaming Eigen's namespace (Note [GEMM dispatch]).
 #pragma once
@@ -66,8 +66,6 @@ void gemm_eigen(const GemmArgs& args) {
     g.b.col_major = !g.b.col_major;
     g.c_col_major = true;
   }
-  // A plain int, read by Eigen's parallelizer; 0 keeps the current setting.
-  if (g.threads > 0 && Eigen::nbThreads() != g.threads) Eigen::setNbThreads(g.threads);
   if (g.dtype == DType::Float64) gemm_dispatch_orders<double>(g);
   else gemm_dispatch_orders<float>(g);
 }

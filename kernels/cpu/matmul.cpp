@@ -1,9 +1,11 @@
 // CPU batched GEMM (kernels::bmm): per batch item, one call of the Eigen GEMM in gemm.h on
 // the operands' own memory, picking the AVX-512 build of it when the CPU has AVX-512.
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
 #include "core/factories.h"
+#include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/backend.h"
@@ -29,6 +31,8 @@ namespace {
 constexpr int64_t kBatchParallelWork = int64_t(1) << 24;  // 256³
 // Work per parallel_for chunk, so tiny batches stay on one thread.
 constexpr int64_t kBatchGrainWork = int64_t(1) << 16;
+// Rows or columns of C a thread's block of a GEMM is a multiple of.
+constexpr int64_t kGemmMinBlock = 16;
 
 // The last two dims of a (B, rows, cols) tensor as a matrix the GEMM reads in place: one
 // of the dims has unit stride (a size-1 dim has any) and rows do not overlap. Else none.
@@ -39,6 +43,44 @@ std::optional<MatrixRef> matrix_ref(const Tensor& t) {
   if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows))
     return MatrixRef{nullptr, cols == 1 ? rows : cs, /*col_major=*/true};
   return std::nullopt;
+}
+
+// A GEMM that pays for a thread: the work (multiply-adds) each thread gets at least.
+constexpr int64_t kGemmWorkPerThread = int64_t(1) << 17;
+
+// `g` over the threads: C split into one block of rows (or columns, when C is wider than
+// tall) per thread, each an independent GEMM on its slices of A (or B) and C. One block per
+// thread, not more: each block packs all of the other operand. A thread that has not
+// started when the caller is done with its own block leaves that block to the caller
+// (Note [a pool for a busy machine]).
+void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t element_size) {
+  const int64_t work = g.M * g.N * g.K;
+  const int64_t threads = in_parallel_region() ? 1 : std::min<int64_t>(get_num_threads(), work / kGemmWorkPerThread);
+  const bool split_rows = g.M >= g.N;
+  const int64_t extent = split_rows ? g.M : g.N;
+  if (threads <= 1 || extent < 2 * kGemmMinBlock) {
+    gemm(g);
+    return;
+  }
+  // Blocks a multiple of kGemmMinBlock, so that each keeps Eigen's register tiles whole.
+  const int64_t per_thread = (extent + threads - 1) / threads;
+  const int64_t block = (per_thread + kGemmMinBlock - 1) / kGemmMinBlock * kGemmMinBlock;
+  auto at = [&](const void* p, int64_t elements) {
+    return static_cast<const char*>(p) + size_t(elements) * element_size;
+  };
+  parallel_for(0, extent, block, [&](int64_t begin, int64_t end) {
+    GemmArgs part = g;
+    if (split_rows) {  // C[begin:end, :] = A[begin:end, :] · B
+      part.M = end - begin;
+      part.a.data = at(g.a.data, g.a.col_major ? begin : begin * g.a.ld);
+      part.c = const_cast<char*>(at(g.c, g.c_col_major ? begin : begin * g.ldc));
+    } else {  // C[:, begin:end] = A · B[:, begin:end]
+      part.N = end - begin;
+      part.b.data = at(g.b.data, g.b.col_major ? begin * g.b.ld : begin);
+      part.c = const_cast<char*>(at(g.c, g.c_col_major ? begin * g.ldc : begin));
+    }
+    gemm(part);
+  });
 }
 
 // A contiguous copy made without autograd (kernels never record history).
@@ -75,26 +117,21 @@ void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doubl
   const T* pb = static_cast<const T*>(b.data());
   T* pc = static_cast<T*>(out.data());
   void (*gemm)(const GemmArgs&) = cpu_has_avx512() ? gemm_avx512 : gemm_portable;
-  // threads = 0 inside parallel_for: Eigen sees the enclosing parallel region and stays
-  // on its thread.
-  auto run = [&](int64_t i, int threads) {
+  auto run = [&](int64_t i, bool on_threads) {
     GemmArgs g = base;
     g.a.data = pa + i * a.stride(0);
     g.b.data = pb + i * b.stride(0);
     g.c = pc + i * out.stride(0);
-    g.threads = threads;
-    gemm(g);
+    if (on_threads) gemm_on_threads(gemm, g, sizeof(T));
+    else gemm(g);
   };
   const int64_t work = M * N * K;
   if (batch > 1 && work < kBatchParallelWork) {
     parallel_for(0, batch, std::max<int64_t>(1, kBatchGrainWork / work), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) run(i, 0);
+      for (int64_t i = begin; i < end; ++i) run(i, false);
     });
   } else {
-    // Inside a parallel region (e.g. one thread's share of an RNN batch) the GEMM stays on
-    // the calling thread; threads = 0 also leaves Eigen's global thread count alone.
-    const int threads = in_parallel_region() ? 0 : get_num_threads();
-    for (int64_t i = 0; i < batch; ++i) run(i, threads);
+    for (int64_t i = 0; i < batch; ++i) run(i, true);
   }
 }
 
