@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/factories.h"
 #include "core/generator.h"
+#include "core/memory.h"
 #include "core/ordered_dict.h"
 #include "core/ops.h"
 #include "core/parallel.h"

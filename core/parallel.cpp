@@ -76,7 +76,14 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   }
   const int64_t per = range / most + (range % most != 0);
   const int64_t chunks = range / per + (range % per != 0);  // none of them empty
-  const auto chunk = [&](int64_t i) { fn(begin + i * per, std::min(end, begin + (i + 1) * per)); };
+  // One pointer captured, so the std::function below needs no heap allocation.
+  const struct {
+    int64_t begin, end, per;
+    const std::function<void(int64_t, int64_t)>& fn;
+  } job{begin, end, per, fn};
+  const std::function<void(int64_t)> chunk = [p = &job](int64_t i) {
+    p->fn(p->begin + i * p->per, std::min(p->end, p->begin + (i + 1) * p->per));
+  };
   // Busy with another thread's job: this one runs serially.
   if (!pool_for(threads)->run(chunks, chunk)) {
     for (int64_t i = 0; i < chunks; ++i) chunk(i);

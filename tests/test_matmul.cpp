@@ -233,6 +233,7 @@ TEST_CASE("both GEMM builds agree with the reference for every storage order", "
   std::vector<std::pair<std::string, void (*)(const kernels::cpu::GemmArgs&)>> builds{
       {"portable", kernels::cpu::gemm_portable}};
   if (kernels::cpu::cpu_has_avx512()) builds.emplace_back("avx512", kernels::cpu::gemm_avx512);
+  if (kernels::cpu::cpu_has_avx2()) builds.emplace_back("avx2", kernels::cpu::gemm_avx2);
   manual_seed(6);
   const int64_t M = 37, N = 29, K = 45;
   for (DType dt : {kFloat32, kFloat64}) {

@@ -2,10 +2,11 @@
 // between kernels::bmm (kernels/cpu/matmul.cpp) and Eigen.
 //
 // Note [GEMM dispatch]
-// Eigen's GEMM is compiled twice, from the same body (gemm_impl.h): gemm_avx512.cpp with
-// AVX-512 and FMA (the build adds the flags to every kernels/cpu/*_avx512.cpp), and
-// gemm_portable.cpp for baseline x86-64. matmul.cpp calls the AVX-512 copy only after a
-// CPUID check, so one binary runs everywhere and is fast where it can be. Each copy renames
+// Eigen's GEMM is compiled three times, from the same body (gemm_impl.h): gemm_avx512.cpp
+// with AVX-512 and FMA (the build adds the flags to every kernels/cpu/*_avx512.cpp),
+// gemm_avx2.cpp with AVX2 and FMA (*_avx2.cpp), and gemm_portable.cpp for baseline x86-64.
+// matmul.cpp picks the widest copy the CPU can run after a CPUID check, so one binary runs
+// everywhere and is fast where it can be. Each copy renames
 // Eigen's namespace (#define Eigen loom_eigen_<variant>) so the two differently compiled
 // sets of Eigen's inline templates are distinct symbols and the linker cannot mix them.
 // Only plain types cross this interface: 16-bit floats are converted to float by the
@@ -37,8 +38,10 @@ struct GemmArgs {
 };
 
 void gemm_avx512(const GemmArgs& args);    // needs a CPU with AVX-512 F/BW/DQ/VL and FMA
-// Whether this CPU can run gemm_avx512 (CPUID, checked once).
+void gemm_avx2(const GemmArgs& args);      // needs a CPU with AVX2 and FMA
+// Whether this CPU can run gemm_avx512 / gemm_avx2 (CPUID, checked once).
 bool cpu_has_avx512();
+bool cpu_has_avx2();
 void gemm_portable(const GemmArgs& args);  // any x86-64
 
 }  // namespace loom::kernels::cpu

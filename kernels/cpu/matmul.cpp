@@ -23,6 +23,15 @@ bool cpu_has_avx512() {
 #endif
 }
 
+bool cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 // Per-matrix work (M·N·K) below which a batch is split across threads, one GEMM per item,
@@ -116,7 +125,7 @@ void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doubl
   const T* pa = static_cast<const T*>(a.data());
   const T* pb = static_cast<const T*>(b.data());
   T* pc = static_cast<T*>(out.data());
-  void (*gemm)(const GemmArgs&) = cpu_has_avx512() ? gemm_avx512 : gemm_portable;
+  void (*gemm)(const GemmArgs&) = cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable;
   auto run = [&](int64_t i, bool on_threads) {
     GemmArgs g = base;
     g.a.data = pa + i * a.stride(0);

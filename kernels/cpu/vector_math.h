@@ -1,5 +1,5 @@
 // Vectorised transcendental functions over contiguous arrays (Eigen's packet math),
-// compiled twice — for AVX-512 and for baseline x86-64 — and picked at run time, like
+// compiled three times — for AVX-512, for AVX2 + FMA and for baseline x86-64 — and picked at run time, like
 // the GEMM (kernels/cpu/gemm.h). In place: x[i] = f(x[i]).
 #pragma once
 
@@ -20,6 +20,7 @@ struct VectorMathTable {
   void (*tanh_d)(double*, int64_t);
 };
 VectorMathTable vector_math_avx512();
+VectorMathTable vector_math_avx2();
 VectorMathTable vector_math_portable();
 }  // namespace detail
 

@@ -1,4 +1,4 @@
-// Baseline x86-64 build of the vector math, and the run-time choice between the two.
+// Baseline x86-64 build of the vector math, and the run-time choice among the three.
 #define Eigen loom_eigen_vector_math_portable
 #define LOOM_VECTOR_MATH_TABLE vector_math_portable
 #include "kernels/cpu/vector_math_impl.h"
@@ -8,7 +8,9 @@ namespace {
 const detail::VectorMathTable& table() {
 #if defined(__x86_64__) || defined(__i386__)
   static const detail::VectorMathTable t =
-      __builtin_cpu_supports("avx512f") ? detail::vector_math_avx512() : detail::vector_math_portable();
+      __builtin_cpu_supports("avx512f")                                   ? detail::vector_math_avx512()
+      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? detail::vector_math_avx2()
+                                                                          : detail::vector_math_portable();
 #else
   static const detail::VectorMathTable t = detail::vector_math_portable();
 #endif
