@@ -618,9 +618,20 @@ TEST_CASE("LabelSet: sorted ids, unknown labels", "[data][text]") {
   CHECK(labels.contains("neg"));
   CHECK_FALSE(labels.contains("Neg"));
   CHECK_THAT(message_of<ValueError>([&] { labels.id("neutral"); }),
-             Catch::Contains("'neutral'") && Catch::Contains("mixed, neg, pos"));
+             Catch::Contains("'neutral'") && Catch::Contains("'mixed', 'neg', 'pos')"));
   REQUIRE_THROWS_AS(labels.name(3), IndexError);
   REQUIRE_THROWS_AS(labels.name(-1), IndexError);
+}
+
+TEST_CASE("LabelSet: the unknown-label message stays short with many long labels", "[data][text]") {
+  std::vector<std::string> names;
+  for (int i = 0; i < 10000; ++i) names.push_back(std::to_string(100000 + i) + std::string(300, 'x'));
+  const LabelSet labels(names);
+  const std::string msg = message_of<ValueError>([&] { labels.id("nope"); });
+  CHECK(msg.size() < 1000);
+  // A few, each cut short, and how many more.
+  CHECK_THAT(msg, Catch::Contains("'nope'") && Catch::Contains("'100000xxx") && Catch::Contains("(306 bytes)") &&
+                      Catch::Contains("and 9995 more"));
 }
 
 TEST_CASE("the bundled movie_snippets.tsv", "[data][text]") {
