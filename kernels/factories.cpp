@@ -95,11 +95,12 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
   Tensor host = make_empty({n}, TensorOptions(options.dtype_), "arange");
   dispatch_numeric(options.dtype_, "arange", [&]<typename T>() {
     T* p = host.data_ptr<T>();
-    // start + i * step in uint64, whose wrap-around is exact: every value lies in [start, end).
-    const uint64_t first = uint64_t(start.to_int()), by = uint64_t(step.to_int());
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_integral_v<T>) p[i] = T(int64_t(first + uint64_t(i) * by));
-      else p[i] = T(s + double(i) * st);
+    if constexpr (std::is_integral_v<T>) {
+      // start + i * step in uint64, whose wrap-around is exact: every value lies in [start, end).
+      const uint64_t first = uint64_t(start.to_int()), by = uint64_t(step.to_int());
+      for (int64_t i = 0; i < n; ++i) p[i] = T(int64_t(first + uint64_t(i) * by));
+    } else {  // no to_int here: a floating range may lie beyond int64 (arange(0., 4e19, 1e19))
+      for (int64_t i = 0; i < n; ++i) p[i] = T(s + double(i) * st);
     }
   });
   return finish(host.to(options.device_), options);
