@@ -187,6 +187,10 @@ Tensor randn(const Shape& shape, TensorOptions options) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
   LOOM_CHECK(low < high, ValueError, "randint: expected low < high, got [", low, ", ", high, ")");
+  // The kernels draw from high - low values, an int64: a wider range would overflow it.
+  int64_t range = 0;
+  LOOM_CHECK(!__builtin_sub_overflow(high, low, &range), ValueError, "randint: the range [", low, ", ", high,
+             ") holds more than 2^63 - 1 values (at most INT64_MAX are supported)");
   Tensor t = finish(make_empty(shape, options, "randint"), options);
   Generator& g = default_generator();
   kernels::randint(t, low, high, g.seed(), g.reserve(blocks_for(t.numel())));
