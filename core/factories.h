@@ -48,6 +48,7 @@ Tensor tensor(std::initializer_list<T> values) {
 // Random factories draw from the global generator (loom::manual_seed).
 Tensor rand(const Shape& shape, TensorOptions options = {});    // U[0, 1)
 Tensor randn(const Shape& shape, TensorOptions options = {});   // N(0, 1)
+// Uniform in [low, high); ValueError unless low < high and high - low fits in int64.
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64);
 Tensor bernoulli(const Tensor& p);                              // same shape, 0/1 of p's dtype
 Tensor bernoulli(const Shape& shape, double p, TensorOptions options = {});  // floating dtype, 1 w.p. p

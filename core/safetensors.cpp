@@ -263,20 +263,20 @@ void remove_stale_temporaries(const std::string& dir, const std::string& base) {
 
 }  // namespace
 
-void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
-  const std::string bytes = serialize_safetensors(tensors, metadata);
+void write_file_atomically(const std::string& path, std::string_view bytes, const std::string& what) {
+  const auto fail = [&](const std::string& why) { throw SerializationError(what + ": " + path + ": " + why); };
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   remove_stale_temporaries(dir, path.substr(slash == std::string::npos ? 0 : slash + 1));
   std::string tmp;
   int fd = create_temp_beside(path, tmp);
-  if (fd < 0) fail(path, std::string("cannot create a temporary file beside it: ") + std::strerror(errno));
+  if (fd < 0) fail(std::string("cannot create a temporary file beside it: ") + std::strerror(errno));
   // On any failure the temporary file goes and the existing file at path stays as it was.
-  auto abandon = [&](const std::string& what) {
+  auto abandon = [&](const std::string& step) {
     const int err = errno;
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
-    fail(path, what + ": " + std::strerror(err));
+    fail(step + ": " + std::strerror(err));
   };
   size_t written = 0;
   while (written < bytes.size()) {
@@ -299,6 +299,10 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
+  write_file_atomically(path, serialize_safetensors(tensors, metadata), "safetensors");
 }
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 
@@ -43,6 +44,12 @@ SafetensorsFile load_safetensors(const std::string& path);
 // why not ("cannot open: No such file or directory", "is a FIFO, not a regular file", ...),
 // for the caller to throw in its own error type. Never blocks on a FIFO or opens a device.
 std::string read_regular_file(const std::string& path, std::string& bytes);
+
+// Writes bytes to path atomically, as save_safetensors does (a temporary beside path,
+// fsync, rename; first the stale temporaries of killed writes to path go), for every
+// writer of a file that must never be left half-written. Throws SerializationError
+// "<what>: <path>: why", having removed its temporary, when that fails.
+void write_file_atomically(const std::string& path, std::string_view bytes, const std::string& what);
 
 // The same from and to memory (the parsing behind load_safetensors, and the fuzz target's
 // entry point). `name` is used in error messages.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/error.h"
 #include "core/half.h"
 
 namespace loom {
@@ -23,7 +24,15 @@ class Scalar {
   bool is_integral() const { return is_int_; }
   bool is_bool() const { return is_bool_; }
   double to_double() const { return is_int_ ? double(i_) : d_; }
-  int64_t to_int() const { return is_int_ ? i_ : int64_t(d_); }
+  // A double is truncated toward zero, as int64_t(d) would be; one that int64 cannot hold
+  // (NaN, inf, 1e300) is a ValueError, since that conversion is undefined behaviour.
+  int64_t to_int() const {
+    if (is_int_) return i_;
+    // -2^63 <= d_ < 2^63 (both exact in double), written so that NaN fails too.
+    LOOM_CHECK(d_ >= -0x1p63 && d_ < 0x1p63, ValueError, "Scalar: ", d_,
+               " does not fit in int64 (expected a finite value in [-2^63, 2^63))");
+    return int64_t(d_);
+  }
   template <typename T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) return is_int_ ? i_ != 0 : d_ != 0.0;

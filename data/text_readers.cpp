@@ -312,9 +312,12 @@ bool LabelSet::contains(const std::string& name) const {
 int64_t LabelSet::id(const std::string& name) const {
   const auto it = std::lower_bound(names_.begin(), names_.end(), name);
   if (it != names_.end() && *it == name) return it - names_.begin();
+  // A few of the known labels, each quoted short, so the message stays short however many
+  // labels there are and however long they are.
+  constexpr size_t kListed = 5;
   std::string known;
-  for (size_t i = 0; i < names_.size() && i < 20; ++i) known += (i > 0 ? ", " : "") + names_[i];
-  if (names_.size() > 20) known += ", ... (" + std::to_string(names_.size()) + " in all)";
+  for (size_t i = 0; i < names_.size() && i < kListed; ++i) known += (i > 0 ? ", " : "") + quote_excerpt(names_[i]);
+  if (names_.size() > kListed) known += " and " + std::to_string(names_.size() - kListed) + " more";
   throw ValueError("LabelSet: unknown label " + quote_excerpt(name) + " (known: " + (known.empty() ? "none" : known) + ")");
 }
 

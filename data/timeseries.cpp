@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "core/factories.h"
@@ -98,8 +99,10 @@ size_t interpolate_column(std::vector<double>& column, const std::string& path,
   for (size_t k = 0; k + 1 < present.size(); ++k) {
     const size_t lo = present[k], hi = present[k + 1];
     for (size_t r = lo + 1; r < hi; ++r) {
+      // std::lerp stays within [column[lo], column[hi]]: a + t * (b - a) overflows to inf
+      // when b - a does (-1e308 and 1e308), and the table promises finite values.
       const double t = double(r - lo) / double(hi - lo);
-      column[r] = column[lo] + t * (column[hi] - column[lo]);
+      column[r] = std::lerp(column[lo], column[hi], t);
     }
   }
   return column.size() - present.size();
@@ -205,12 +208,14 @@ NumericTable read_csv_columns(const std::string& path, const CsvColumnsOptions& 
       continue;
     }
     bool bad = false;
-    std::string missing_in;  // the first selected column with an empty cell
+    // The first selected column with an empty cell. Not its name: a header may name a
+    // column "" (as "date,"), and an empty name must not pass for "nothing missing".
+    std::optional<size_t> missing_in;
     for (size_t j = 0; j < selected.size() && !bad; ++j) {
       const std::string_view cell = cells[selected[j]];
       if (cell.empty()) {
         row[j] = kMissing;
-        if (missing_in.empty()) missing_in = table.names[j];
+        if (!missing_in) missing_in = j;
       } else if (!parse_number(cell, row[j])) {
         rep.bad_record(options.on_bad, path, line_no,
                        detail::str("column ", quote_excerpt(table.names[j]), ": ", quote_excerpt(cell),
@@ -219,8 +224,8 @@ NumericTable read_csv_columns(const std::string& path, const CsvColumnsOptions& 
       }
     }
     if (bad) continue;
-    if (!missing_in.empty()) {
-      const std::string why = "empty value in column '" + missing_in + "'";
+    if (missing_in) {
+      const std::string why = "empty value in column " + quote_excerpt(table.names[*missing_in]);
       if (options.missing == CsvColumnsOptions::Missing::Error)
         throw DataError(path + ":" + std::to_string(line_no) + ": " + why);
       if (options.missing == CsvColumnsOptions::Missing::Skip) {

@@ -1,12 +1,7 @@
 // Vocab: building from a corpus, lookups, and the one-token-per-line file format.
 #include "data/vocab.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "core/safetensors.h"
@@ -98,23 +93,9 @@ std::string Vocab::decode(const std::vector<int64_t>& ids) const {
 }
 
 void Vocab::save(const std::string& path) const {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  const auto abandon = [&](const std::string& why) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw SerializationError(path + ": cannot save the vocab: " + why);
-  };
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) abandon("cannot create the temporary file " + tmp);
-    for (const std::string& t : tokens_) out << t << '\n';
-    out.close();
-    if (out.fail()) abandon("writing " + tmp + " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) abandon("renaming " + tmp + " over it failed: " + ec.message());
+  std::string content;
+  for (const std::string& t : tokens_) content += t + '\n';
+  write_file_atomically(path, content, "Vocab::save");  // removes the temporaries of killed saves too
 }
 
 Vocab Vocab::load(const std::string& path) {

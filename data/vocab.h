@@ -54,8 +54,9 @@ class Vocab {
   // lookup_tokens. IndexError for an id out of range.
   std::string decode(const std::vector<int64_t>& ids) const;
 
-  // Writes atomically (a temporary file beside path, then a rename): an existing file at
-  // path is either replaced whole or left as it was. SerializationError if that fails.
+  // Writes atomically, as save_safetensors does (core/safetensors.h): an existing file at
+  // path is either replaced whole or left as it was, and the temporaries that saves killed
+  // mid-write left beside path are removed. SerializationError naming path if that fails.
   void save(const std::string& path) const;
   // Treats the file as hostile: DataError "path:line: why" for an empty file, a first line
   // other than <pad> or second other than <unk>, an empty line, invalid UTF-8, a tab, or

@@ -95,11 +95,12 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
   Tensor host = make_empty({n}, TensorOptions(options.dtype_), "arange");
   dispatch_numeric(options.dtype_, "arange", [&]<typename T>() {
     T* p = host.data_ptr<T>();
-    // start + i * step in uint64, whose wrap-around is exact: every value lies in [start, end).
-    const uint64_t first = uint64_t(start.to_int()), by = uint64_t(step.to_int());
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_integral_v<T>) p[i] = T(int64_t(first + uint64_t(i) * by));
-      else p[i] = T(s + double(i) * st);
+    if constexpr (std::is_integral_v<T>) {
+      // start + i * step in uint64, whose wrap-around is exact: every value lies in [start, end).
+      const uint64_t first = uint64_t(start.to_int()), by = uint64_t(step.to_int());
+      for (int64_t i = 0; i < n; ++i) p[i] = T(int64_t(first + uint64_t(i) * by));
+    } else {  // no to_int here: a floating range may lie beyond int64 (arange(0., 4e19, 1e19))
+      for (int64_t i = 0; i < n; ++i) p[i] = T(s + double(i) * st);
     }
   });
   return finish(host.to(options.device_), options);
@@ -186,6 +187,10 @@ Tensor randn(const Shape& shape, TensorOptions options) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
   LOOM_CHECK(low < high, ValueError, "randint: expected low < high, got [", low, ", ", high, ")");
+  // The kernels draw from high - low values, an int64: a wider range would overflow it.
+  int64_t range = 0;
+  LOOM_CHECK(!__builtin_sub_overflow(high, low, &range), ValueError, "randint: the range [", low, ", ", high,
+             ") holds more than 2^63 - 1 values (at most INT64_MAX are supported)");
   Tensor t = finish(make_empty(shape, options, "randint"), options);
   Generator& g = default_generator();
   kernels::randint(t, low, high, g.seed(), g.reserve(blocks_for(t.numel())));

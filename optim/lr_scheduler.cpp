@@ -33,6 +33,7 @@ const Tensor& entry(const StateDict& state, const std::string& key, DType dtype,
 int64_t count_entry(const StateDict& state, const std::string& key, const std::string& who) {
   const int64_t v = entry(state, key, kInt64, who).item<int64_t>();
   LOOM_CHECK(v >= 0, ValueError, who, ".load_state_dict: '", key, "' must be non-negative, got ", v);
+  LOOM_CHECK(v <= kMaxStateCount, ValueError, who, ".load_state_dict: '", key, "' must be at most 2^62, got ", v);
   return v;
 }
 

@@ -111,11 +111,13 @@ Optimizer::LoadedState Optimizer::check_state_dict(const StateDict& state) const
     if (!t.is_floating_point()) {
       const int64_t v = t.item<int64_t>();
       LOOM_CHECK(v >= 0, ValueError, who, ": '", key, "' must be a non-negative count, got ", v);
+      LOOM_CHECK(v <= kMaxStateCount, ValueError, who, ": '", key, "' must be a count of at most 2^62, got ", v);
       return v;
     }
     const double v = t.item<double>();
-    LOOM_CHECK(v >= 0 && v < 9.2e18 && std::floor(v) == v, ValueError, who, ": '", key,
-               "' must be a non-negative whole count, got ", v);
+    LOOM_CHECK(v >= 0 && std::floor(v) == v, ValueError, who, ": '", key, "' must be a non-negative whole count, got ",
+               v);
+    LOOM_CHECK(v <= double(kMaxStateCount), ValueError, who, ": '", key, "' must be a count of at most 2^62, got ", v);
     return int64_t(v);
   };
   // Everything is read and checked here; nothing changes until apply_state_dict.

@@ -15,6 +15,10 @@ namespace loom::optim {
 // The same type as nn::StateDict: name -> tensor in insertion order.
 using StateDict = OrderedDict<Tensor>;
 
+// The largest step or epoch count that load_state_dict accepts: far beyond any real run,
+// and far enough below INT64_MAX that counting on from it cannot overflow.
+constexpr int64_t kMaxStateCount = int64_t(1) << 62;
+
 struct ParamGroup {
   std::vector<Tensor> params;
   double lr = 1e-3;

@@ -1,25 +1,61 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors parser with libFuzzer + AddressSanitizer + UBSan.
-#   scripts/fuzz.sh [SECONDS]        (default 30)
+# Fuzzes Loom's readers of files with libFuzzer + AddressSanitizer + UBSan.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]    (default: 30 seconds for each of all the targets)
 #
-# Builds tests/fuzz/fuzz_safetensors.cpp with clang++-14 -fsanitize=fuzzer,address,undefined,
-# compiling core/safetensors.cpp into the harness so that the parser is instrumented; the
-# rest of Loom is linked from the libloom.a of the cpu preset (build/cpu; only the `loom`
-# target is built, and nothing when it is up to date). Then seeds a corpus with a few valid
-# files and runs the fuzzer for SECONDS with inputs of up to 4096 bytes. Exits non-zero when
-# the fuzzer finds a crash (the input is saved under the output folder).
+# Targets (tests/fuzz/fuzz_<target>.cpp, each saying what it checks beyond "no crash"):
+#   safetensors  parse_safetensors                      core/safetensors.cpp
+#   checkpoint   optim::load_checkpoint (all or nothing) optim/checkpoint.cpp and what it calls
+#   vocab        data::Vocab::load                      data/vocab.cpp
+#   text         data::read_tsv, read_csv, LabelSet, TextClassificationDataset
+#   timeseries   data::read_csv_columns                 data/timeseries.cpp
+#
+# Each harness is built with clang++-14 -fsanitize=fuzzer,address,undefined, with the
+# sources of the code it fuzzes compiled in (so that they are instrumented; the list is in
+# sources_of below); the rest of Loom is linked from the libloom.a of the cpu preset
+# (build/cpu; only the `loom` target is built, and nothing when it is up to date). Objects
+# go through ccache when it is on PATH. Each target then runs for SECONDS with its seeds
+# (tests/fuzz/corpus/<target>/, small files kept in git; the checkpoint seeds are real
+# checkpoints that the harness writes itself, LOOM_FUZZ_WRITE_SEEDS=<folder>) and
+# dictionary (tests/fuzz/<target>.dict), growing a corpus under the output folder that a
+# later run starts from. A crash or a broken property saves the input under
+# <output>/artifacts/ (replay it: <output>/fuzz_<target> <file>); the script runs every
+# target it was asked for and exits non-zero when any of them failed.
 #
 # Environment: LOOM_BUILD_DIR (a configured build folder to take libloom.a from, instead of
-# the cpu preset's), FUZZ_DIR (output folder, default build/fuzz), FUZZ_CXX (clang++-14).
+# the cpu preset's), FUZZ_DIR (output folder, default build/fuzz), FUZZ_CXX (clang++-14),
+# FUZZ_JOBS (parallel compiles, default 2). The harnesses write their inputs to files under
+# TMPDIR, /dev/shm when it is writable.
 # Needs (Debian/Ubuntu): clang-14 and libclang-rt-14-dev (libFuzzer and sanitizer runtimes;
 # on Ubuntu they are in libclang-common-14-dev), plus Loom's own build dependencies.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+all_targets=(safetensors checkpoint vocab text timeseries)
 seconds=${1:-30}
+shift $(($# > 0 ? 1 : 0))
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 cxx=${FUZZ_CXX:-clang++-14}
 out=${FUZZ_DIR:-build/fuzz}
+jobs=${FUZZ_JOBS:-2}
 
+# The Loom sources a target's harness compiles in, instrumented.
+sources_of() {
+  case $1 in
+    safetensors) echo core/safetensors.cpp ;;
+    checkpoint) echo optim/checkpoint.cpp optim/optimizer.cpp optim/lr_scheduler.cpp nn/module.cpp core/safetensors.cpp ;;
+    vocab) echo data/vocab.cpp data/text_lines.cpp data/tokenizer.cpp ;;
+    text) echo data/text_readers.cpp data/text_dataset.cpp data/text_lines.cpp data/tokenizer.cpp ;;
+    timeseries) echo data/timeseries.cpp data/text_lines.cpp ;;
+    *) return 1 ;;
+  esac
+}
+# The longest input libFuzzer makes: the checkpoint seeds are a few KiB.
+max_len_of() { if [ "$1" = checkpoint ]; then echo 16384; else echo 4096; fi; }
+
+for t in "${targets[@]}"; do
+  sources_of "$t" >/dev/null || { echo "fuzz: unknown target '$t' (targets: ${all_targets[*]})" >&2; exit 2; }
+done
 if ! command -v "$cxx" >/dev/null 2>&1; then
   echo "fuzz: $cxx not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
   exit 1
@@ -37,58 +73,47 @@ fi
 lib=$build_dir/libloom.a
 [ -f "$lib" ] || { echo "fuzz: $lib was not built" >&2; exit 1; }
 
-# ---- the harness -------------------------------------------------------------------------------
-mkdir -p "$out/corpus" "$out/artifacts"
-echo "fuzz: building $out/fuzz_safetensors with $cxx"
-"$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I. tests/fuzz/fuzz_safetensors.cpp core/safetensors.cpp "$lib" -lgomp -lpthread \
-  -o "$out/fuzz_safetensors"
-
-# ---- seeds: a few valid files ----------------------------------------------------------------
-# seed FILE HEADER DATA: the 8-byte little-endian header length, the header, then DATA
-# (printf escapes). Headers are ASCII and shorter than 64 KiB.
-seed() {
-  local n=${#2}
-  {
-    printf "\\x$(printf %02x $((n & 255)))\\x$(printf %02x $((n >> 8)))\\x00\\x00\\x00\\x00\\x00\\x00"
-    printf '%s' "$2"
-    printf "$3"
-  } >"$out/corpus/$1"
-}
-seed f32 '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' '\x00\x00\x80\x3f\x00\x00\x00\x40'
-seed all_dtypes '{"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},"b":{"dtype":"F16","shape":[2],"data_offsets":[8,12]},"c":{"dtype":"BF16","shape":[2],"data_offsets":[12,16]},"d":{"dtype":"I64","shape":[1],"data_offsets":[16,24]},"e":{"dtype":"I32","shape":[1],"data_offsets":[24,28]},"f":{"dtype":"BOOL","shape":[2],"data_offsets":[28,30]},"__metadata__":{"format":"pt"}}' \
-  '\x00\x00\x00\x00\x00\x00\xf0\x3f\x00\x3c\x00\xc0\x80\x3f\x00\xc0\x07\x00\x00\x00\x00\x00\x00\x00\xf9\xff\xff\xff\x01\x00'
-seed empty_and_scalar '{"e":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},"s":{"dtype":"I64","shape":[],"data_offsets":[0,8]}}' \
-  '\x2a\x00\x00\x00\x00\x00\x00\x00'
-seed matrix '{"m":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"__metadata__":{"k":"v","x":""}}    ' \
-  '\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40'
-seed empty '{}' ''
-
-cat >"$out/safetensors.dict" <<'EOF'
-"\"dtype\""
-"\"shape\""
-"\"data_offsets\""
-"\"__metadata__\""
-"\"F64\""
-"\"F32\""
-"\"F16\""
-"\"BF16\""
-"\"I64\""
-"\"I32\""
-"\"BOOL\""
-"[0,0]"
-"[]"
-"18446744073709551615"
-"9223372036854775807"
-"2305843009213693952"
-"-1"
-"1e400"
-EOF
+# ---- the harnesses -----------------------------------------------------------------------------
+# Every source once, to $out/obj/<path>.o, FUZZ_JOBS at a time; then one link per target.
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(ccache)
+units=()
+for t in "${targets[@]}"; do units+=("tests/fuzz/fuzz_$t.cpp" $(sources_of "$t")); done
+mkdir -p "$out/obj" "$out/artifacts"
+echo "fuzz: compiling $(printf '%s\n' "${units[@]}" | sort -u | wc -l) sources with $cxx (${jobs} at a time)"
+export out cxx
+printf '%s\n' "${units[@]}" | sort -u | FLAGS="${flags[*]}" LAUNCHER="${launcher[*]}" xargs -P "$jobs" -I{} \
+  bash -c 'o="$out/obj/{}.o"; mkdir -p "$(dirname "$o")"; $LAUNCHER "$cxx" $FLAGS -fsanitize=fuzzer-no-link -I. -c {} -o "$o"'
+for t in "${targets[@]}"; do
+  objs=("$out/obj/tests/fuzz/fuzz_$t.cpp.o")
+  for s in $(sources_of "$t"); do objs+=("$out/obj/$s.o"); done
+  "$cxx" "${flags[@]}" -fsanitize=fuzzer "${objs[@]}" "$lib" -lgomp -lpthread -o "$out/fuzz_$t"
+done
 
 # ---- run ------------------------------------------------------------------------------------------
-echo "fuzz: running for ${seconds}s (corpus $out/corpus)"
-"$out/fuzz_safetensors" "$out/corpus" -dict="$out/safetensors.dict" -max_len=4096 \
-  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$out/artifacts/"
-echo "fuzz: no crash in ${seconds}s"
+if [ -z "${TMPDIR:-}" ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi  # no disk writes per input
+failed=()
+for t in "${targets[@]}"; do
+  seeds=(tests/fuzz/corpus/$t)
+  if [ "$t" = checkpoint ]; then
+    rm -rf "$out/seeds/checkpoint"
+    LOOM_FUZZ_WRITE_SEEDS="$out/seeds/checkpoint" "$out/fuzz_checkpoint" >/dev/null
+    seeds=("$out/seeds/checkpoint")
+  fi
+  mkdir -p "$out/corpus/$t"
+  echo "fuzz: $t for ${seconds}s (corpus $out/corpus/$t, seeds ${seeds[*]})"
+  if "$out/fuzz_$t" "$out/corpus/$t" "${seeds[@]}" -dict="tests/fuzz/$t.dict" -max_len="$(max_len_of "$t")" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$out/artifacts/$t-"; then
+    echo "fuzz: $t: no crash in ${seconds}s"
+  else
+    echo "fuzz: $t FAILED (the input is under $out/artifacts/)" >&2
+    failed+=("$t")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "fuzz: ${targets[*]}: no crash"

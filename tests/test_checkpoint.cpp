@@ -651,6 +651,11 @@ TEST_CASE("load_checkpoint is all or nothing: a bad entry anywhere changes nothi
       {"a negative step", "optimizer.step", scalar_tensor(int64_t(-3), kInt64), "non-negative count, got -3"},
       {"a non-integral per-parameter step", "optimizer.state.0.step", scalar_tensor(2.5, kFloat32), "whole count"},
       {"a negative per-parameter step", "optimizer.state.1.step", scalar_tensor(int64_t(-1), kInt64), "got -1"},
+      // Counts that the next step() would overflow (found by tests/fuzz/fuzz_checkpoint.cpp).
+      {"a per-parameter step of INT64_MAX", "optimizer.state.0.step", scalar_tensor(INT64_MAX, kInt64), "at most 2^62"},
+      {"a step of INT64_MAX", "optimizer.step", scalar_tensor(INT64_MAX, kInt64), "at most 2^62"},
+      {"a float step past 2^62", "optimizer.state.1.step", scalar_tensor(9e18, kFloat32), "at most 2^62"},
+      {"a scheduler epoch of INT64_MAX", "scheduler.last_epoch", scalar_tensor(INT64_MAX, kInt64), "at most 2^62"},
       {"a negative exp_avg_sq", "optimizer.state.0.exp_avg_sq", p0 - 1e6, "negative or NaN"},
       {"a NaN exp_avg_sq", "optimizer.state.2.exp_avg_sq",
        good.tensors.at("optimizer.state.2.exp_avg_sq") * NAN, "negative or NaN"},

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -285,6 +287,23 @@ TEST_CASE("Vocab: save -> load round trip, atomically", "[data][text]") {
   // A save that cannot happen (no such folder) is an error and leaves nothing behind.
   REQUIRE_THROWS_AS(vocab.save((dir.path / "missing" / "v.txt").string()), SerializationError);
   CHECK(dir.names() == Tokens{"crlf.txt", "vocab.txt"});
+}
+
+TEST_CASE("Vocab::save removes the temporaries of killed saves to the same path", "[data][text]") {
+  TempDir dir;
+  // A pid that is certainly dead: a child that has exited and been reaped.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  const std::string dead = std::to_string(child), live = std::to_string(getppid());
+  dir.write("vocab.txt.tmp." + dead + ".0", "<pad>\n<un");  // what a save killed mid-write leaves
+  dir.write("vocab.txt.tmp." + live + ".0", "in progress");
+  dir.write("other.txt.tmp." + dead + ".0", "another file's");
+  Vocab().save(dir.file("vocab.txt"));
+  CHECK(dir.names() == Tokens{"other.txt.tmp." + dead + ".0", "vocab.txt", "vocab.txt.tmp." + live + ".0"});
+  CHECK(Vocab::load(dir.file("vocab.txt")).size() == 2);
 }
 
 TEST_CASE("Vocab::load: each corrupt file is a DataError naming file and line", "[data][text]") {
@@ -599,9 +618,20 @@ TEST_CASE("LabelSet: sorted ids, unknown labels", "[data][text]") {
   CHECK(labels.contains("neg"));
   CHECK_FALSE(labels.contains("Neg"));
   CHECK_THAT(message_of<ValueError>([&] { labels.id("neutral"); }),
-             Catch::Contains("'neutral'") && Catch::Contains("mixed, neg, pos"));
+             Catch::Contains("'neutral'") && Catch::Contains("'mixed', 'neg', 'pos')"));
   REQUIRE_THROWS_AS(labels.name(3), IndexError);
   REQUIRE_THROWS_AS(labels.name(-1), IndexError);
+}
+
+TEST_CASE("LabelSet: the unknown-label message stays short with many long labels", "[data][text]") {
+  std::vector<std::string> names;
+  for (int i = 0; i < 10000; ++i) names.push_back(std::to_string(100000 + i) + std::string(300, 'x'));
+  const LabelSet labels(names);
+  const std::string msg = message_of<ValueError>([&] { labels.id("nope"); });
+  CHECK(msg.size() < 1000);
+  // A few, each cut short, and how many more.
+  CHECK_THAT(msg, Catch::Contains("'nope'") && Catch::Contains("'100000xxx") && Catch::Contains("(306 bytes)") &&
+                      Catch::Contains("and 9995 more"));
 }
 
 TEST_CASE("the bundled movie_snippets.tsv", "[data][text]") {

@@ -149,6 +149,34 @@ TEST_CASE("read_csv_columns handles empty cells per the missing policy", "[data]
   }
 }
 
+TEST_CASE("read_csv_columns: interpolating between values far apart stays finite", "[data][timeseries]") {
+  TempDir dir;
+  // -1e308 + t * (1e308 - -1e308) overflows: 1e308 - -1e308 is inf.
+  const std::string path = dir.write("far.csv", "t,x\n1,-1e308\n2,\n3,\n4,1e308\n5,\n");
+  const NumericTable t = read_csv_columns(path, {.columns = {"x"}, .missing = Missing::Interpolate});
+  REQUIRE(t.columns[0].size() == 5);
+  for (double v : t.columns[0]) CHECK(std::isfinite(v));
+  CHECK(t.columns[0][0] == -1e308);
+  CHECK(t.columns[0][1] < t.columns[0][2]);
+  CHECK(t.columns[0][3] == 1e308);
+  CHECK(t.columns[0][4] == 1e308);
+}
+
+TEST_CASE("read_csv_columns: an empty cell of a column whose name is empty is missing too", "[data][timeseries]") {
+  TempDir dir;
+  // The header "t," names a second column "", whose cells here are empty.
+  const std::string path = dir.write("unnamed.csv", "t,\n1,\n2,3\n");
+  const std::string msg = message_of<DataError>([&] { read_csv_columns(path); });
+  CHECK_THAT(msg, Catch::Contains("unnamed.csv:2:") && Catch::Contains("empty value in column ''"));
+  ReadReport report;
+  const NumericTable skipped = read_csv_columns(path, {.missing = Missing::Skip}, &report);
+  CHECK(skipped.columns == std::vector<std::vector<double>>{{2}, {3}});
+  CHECK(report.skipped == 1);
+  const NumericTable filled = read_csv_columns(path, {.missing = Missing::Interpolate});
+  CHECK(filled.columns == std::vector<std::vector<double>>{{1, 2}, {3, 3}});
+  CHECK(filled.interpolated == 1);
+}
+
 TEST_CASE("read_csv_columns: bad numbers and ragged rows follow on_bad", "[data][timeseries]") {
   TempDir dir;
   const std::string path = dir.write("bad.csv",

@@ -2,6 +2,7 @@
 // samples (tolerances of about 5 standard errors), randint/bernoulli/randperm.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -189,6 +190,18 @@ TEST_CASE("randint: range and uniform frequencies", "[core]") {
   Tensor rf = randint(5, 6, {10}, kFloat32);
   CHECK(rf.to_vector<double>() == std::vector<double>(10, 5.0));
   require_throws_with<ValueError>([] { randint(3, 3, {2}); }, {"randint", "[3, 3)"});
+}
+
+TEST_CASE("randint: ranges at the ends of int64", "[core]") {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  // The widest ranges it draws from: INT64_MAX values.
+  for (int64_t x : randint(kMin, -1, {1000}).to_vector<int64_t>()) CHECK((x >= kMin && x < -1));
+  for (int64_t x : randint(0, kMax, {1000}).to_vector<int64_t>()) CHECK((x >= 0 && x < kMax));
+  CHECK(randint(kMax - 1, kMax, {3}).to_vector<int64_t>() == std::vector<int64_t>(3, kMax - 1));
+  // high - low overflows int64: a ValueError, not a wrapped range.
+  require_throws_with<ValueError>([&] { randint(kMin, kMax, {2}); }, {"randint", "2^63 - 1 values"});
+  require_throws_with<ValueError>([&] { randint(-1, kMax, {2}); }, {"randint", "[-1, 9223372036854775807)"});
+  require_throws_with<ValueError>([&] { randint(kMin, 1, {2}); }, {"randint"});
 }
 
 TEST_CASE("bernoulli: rate and per-element probabilities", "[core]") {

@@ -2,6 +2,7 @@
 // (16-bit rounding against PyTorch's bit patterns), host access and Device parsing.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "test_util.h"
 
@@ -408,6 +409,23 @@ TEST_CASE("item and to_vector", "[core]") {
 
   require_throws_with<ValueError>([&] { a.item<double>(); }, {"item", "6 elements", "(2, 3)"});
   require_throws_with<ValueError>([] { zeros({0}).item(); }, {"item", "(0,)"});
+}
+
+TEST_CASE("Scalar::to_int refuses a double that int64 cannot hold", "[core]") {
+  CHECK(Scalar(2.9).to_int() == 2);  // truncated toward zero, as int64_t(2.9)
+  CHECK(Scalar(-2.9).to_int() == -2);
+  CHECK(Scalar(-0x1p63).to_int() == std::numeric_limits<int64_t>::min());
+  CHECK(Scalar(0x1p62).to<int64_t>() == (int64_t(1) << 62));
+  for (const double d : {1e300, -1e300, 0x1p63, std::numeric_limits<double>::infinity(),
+                         -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    INFO(d);
+    std::ostringstream value;
+    value << d;
+    require_throws_with<ValueError>([&] { Scalar(d).to_int(); }, {"Scalar", value.str(), "int64"});
+  }
+  // Through an op: filling an integer tensor, and a floating arange beyond int64 still works.
+  require_throws_with<ValueError>([] { zeros({2}, kInt64).fill_(1e300); }, {"1e+300", "int64"});
+  CHECK(arange(0.0, 4e19, 1e19, kFloat64).to_vector<double>() == std::vector<double>{0, 1e19, 2e19, 3e19});
 }
 
 // ---- devices --------------------------------------------------------------------------------
