@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <limits>
-#include <unordered_map>
 
 #include "core/caching_allocator.h"
 #include "core/cuda.h"
@@ -65,30 +64,19 @@ Gauge& reserved_bytes() {
   return *gauge;
 }
 
-void* map_segment(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  reserved_bytes().add(bytes);
-  return p;
-}
-
 // Never destroyed: tensors held in static objects may be freed after main returns.
 CachingAllocatorCore& block_cache() {
-  static std::unordered_map<void*, size_t>* segment_sizes = new std::unordered_map<void*, size_t>;
   static CachingAllocatorCore* cache = new CachingAllocatorCore(
       RawMemory{
-          // Called under the cache's lock, so the segment table needs none of its own.
           [](size_t bytes) -> void* {
-            void* p = map_segment(bytes);
-            if (p) segment_sizes->emplace(p, bytes);
+            void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED) return nullptr;
+            reserved_bytes().add(bytes);
             return p;
           },
-          [](void* p) {
-            const auto it = segment_sizes->find(p);
-            LOOM_ASSERT(it != segment_sizes->end());
-            munmap(p, it->second);
-            reserved_bytes().sub(it->second);
-            segment_sizes->erase(it);
+          [](void* p, size_t bytes) {
+            munmap(p, bytes);
+            reserved_bytes().sub(bytes);
           },
           nullptr, "CPU"},
       [](const CachingAllocatorStats& s) { return std::max(s.max_allocated, kCacheFloor); });

@@ -187,7 +187,7 @@ void CachingAllocatorCore::trim_to_limit() {
 CachingAllocatorCore::FreeList::iterator CachingAllocatorCore::release_segment(FreeList& pool,
                                                                                FreeList::iterator it) {
   Block* block = *it;
-  backend_.free(block->ptr);
+  backend_.free(block->ptr, block->size);
   stats_.reserved -= block->size;
   --stats_.segments;
   const auto next = pool.erase(it);

@@ -42,7 +42,7 @@ namespace loom {
 // Where segments come from.
 struct RawMemory {
   std::function<void*(size_t)> alloc;   // nullptr when the device is out of memory
-  std::function<void(void*)> free;
+  std::function<void(void*, size_t)> free;  // a segment from alloc, and its size
   std::function<size_t()> free_bytes;   // what the device has left (for the OOM message); SIZE_MAX if unknown
   std::string device = "CUDA";          // for messages: "CUDA out of memory: ..."
 };

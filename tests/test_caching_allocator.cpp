@@ -46,9 +46,9 @@ struct FakeDevice {
           alloc_sizes.push_back(n);
           return p;
         },
-        [this](void* p) {
+        [this](void* p, size_t n) {
           auto it = segments.find(static_cast<char*>(p));
-          if (it == segments.end()) {  // only whole segments may come back
+          if (it == segments.end() || it->second != n) {  // only whole segments may come back
             ++bad_frees;
             return;
           }

@@ -43,7 +43,7 @@ RawMemory device_memory(int device) {
         LOOM_CUDA_CHECK(status);
         return ptr;
       },
-      [device](void* ptr) {
+      [device](void* ptr, size_t) {
         DeviceGuard guard(device);
         // A cached block may still be read by work queued before it was freed (its stream
         // reuses it in order, see Note [caching allocator design]): let that work finish.
