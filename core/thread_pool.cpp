@@ -100,7 +100,7 @@ bool ThreadPool::run(int64_t chunks, const std::function<void(int64_t)>& chunk) 
   error_ = nullptr;
   done_.store(0, std::memory_order_relaxed);
   const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
-  ticket_.store(uint64_t(generation) << 32, std::memory_order_release);
+  ticket_.store(uint64_t(generation) << 32 | uint64_t(chunks), std::memory_order_release);
   generation_.store(generation, std::memory_order_release);
   generation_.notify_all();
 
@@ -118,16 +118,18 @@ void ThreadPool::run_chunks(uint32_t generation) {
   for (;;) {
     uint64_t ticket = ticket_.load(std::memory_order_acquire);
     do {
-      // A newer job, or no chunk left: done. (chunks_ may already be a newer job's; then
-      // the generation check, or the compare-and-swap below, fails.)
-      if (ticket >> 32 != generation || int64_t(ticket & kChunkMask) >= chunks_.load(std::memory_order_relaxed))
-        return;
-    } while (!ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel, std::memory_order_acquire));
-    // The chunk is ours, so the job cannot end (and its fields cannot change) before it is done.
+      // A newer job, or no chunk left to claim: done. The test reads the ticket alone: a
+      // late worker of an ended job sees its ticket at 0 left (or a newer generation), and
+      // never another job's fields.
+      if (ticket >> 32 != generation || (ticket & kChunkMask) == 0) return;
+    } while (!ticket_.compare_exchange_weak(ticket, ticket - 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    // The chunk is ours, so the job cannot end (and its fields cannot change) before it is
+    // done; the acquire above made them visible.
     const int64_t chunks = chunks_.load(std::memory_order_relaxed);
+    const int64_t index = chunks - int64_t(ticket & kChunkMask);  // claimed in order 0, 1, ...
     set_fp_control(fp_control_);
     try {
-      (*chunk_)(int64_t(ticket & kChunkMask));
+      (*chunk_)(index);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();

@@ -57,9 +57,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex busy_;  // one job at a time
 
-  // The job. `ticket` packs the job's generation (high 32 bits) and the next unclaimed
-  // chunk (low 32 bits), so a worker that wakes late cannot claim a chunk of a newer job
-  // under an old job's function: its compare-and-swap fails on the generation.
+  // The job. `ticket` packs the job's generation (high 32 bits) and the count of chunks not
+  // yet claimed (low 32 bits); a claim decrements it. Whether a chunk is left is read from
+  // the ticket alone, so a worker that wakes late cannot claim a chunk of a job that has
+  // ended, nor one of a newer job under an old job's function: its compare-and-swap fails
+  // on the generation. (Testing the claim against `chunks_`, which a newer job may already
+  // have raised, let a late worker run past the end of an ended job.)
   const std::function<void(int64_t)>* chunk_ = nullptr;
   std::atomic<int64_t> chunks_{0};
   unsigned fp_control_ = 0;

@@ -187,3 +187,35 @@ TEST_CASE("a pool busy with one caller's job lets another run serially", "[core]
   first.join();
   CHECK(pool.run(4, other));
 }
+
+TEST_CASE("back-to-back jobs of growing size: a late worker never runs a chunk of a job that has ended",
+          "[core][parallel]") {
+  // A job of 2 chunks, then one of 7, over and over. A worker that read the last job's
+  // exhausted ticket and then the next job's larger chunk count, before the next ticket was
+  // published, once claimed a chunk past the end of a job that had returned, and called its
+  // destroyed function (a crash of the flagship example, once in many runs on CI). Each
+  // job here counts its own chunks; every index must run exactly once, inside its job.
+  detail::ThreadPool pool(4);  // more threads than this machine's cores: workers run late
+  std::atomic<int64_t> current_job{-1};
+  std::atomic<int64_t> strays{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  int64_t jobs = 0;
+  for (; std::chrono::steady_clock::now() < deadline; ++jobs) {
+    const int64_t chunks = jobs % 2 == 0 ? 2 : 7;
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(chunks));  // value-initialized: 0
+    current_job = jobs;
+    const int64_t job = jobs;
+    const std::function<void(int64_t)> chunk = [&, job, chunks](int64_t i) {
+      if (current_job.load() != job || i < 0 || i >= chunks) {
+        ++strays;
+        return;
+      }
+      ++runs[size_t(i)];
+    };
+    if (!pool.run(chunks, chunk)) continue;
+    current_job = -1;
+    for (int64_t i = 0; i < chunks; ++i) REQUIRE(runs[size_t(i)].load() == 1);
+  }
+  CHECK(strays.load() == 0);
+  CHECK(jobs > 1000);
+}
