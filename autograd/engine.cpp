@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
@@ -51,6 +52,7 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
   LOOM_CHECK(roots.size() == grad_roots.size(), ValueError, "backward: got ", roots.size(),
              " tensors but ", grad_roots.size(), " gradients");
   NoGradGuard no_grad;
+  const autocast::SuspendGuard no_autocast;  // backward formulas run in their forward's dtypes
   std::vector<Edge> root_edges;
   std::vector<Tensor> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {

@@ -214,11 +214,22 @@ class Tensor {
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;
   Tensor logical_not() const;
   Tensor sign() const;
+  // Bool masks of finite / NaN / infinite elements (integers are all finite), as torch.isfinite.
+  Tensor isfinite() const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  // NaN -> nan, +inf -> posinf, -inf -> neginf; an unset bound is the dtype's largest
+  // (smallest) finite value, as torch.nan_to_num. Its gradient passes where x is finite.
+  Tensor nan_to_num(double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt) const;
 
   // ---- reductions (dims may be negative; an empty Dims means all dims) ---------------------
   Tensor sum() const;
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor sum(const Dims& dims, bool keepdim = false) const;
+  // Whether every / any element is non-zero (true), as a 0-dim bool tensor.
+  Tensor all() const;
+  Tensor any() const;
   Tensor mean() const;
   Tensor mean(int64_t dim, bool keepdim = false) const;
   Tensor mean(const Dims& dims, bool keepdim = false) const;

@@ -62,6 +62,9 @@ struct Backend {
   decltype(&kernels::sgd_update) sgd_update = nullptr;
   decltype(&kernels::adam_update) adam_update = nullptr;
   decltype(&kernels::rmsprop_update) rmsprop_update = nullptr;
+
+  decltype(&kernels::unscale_grad) unscale_grad = nullptr;
+  decltype(&kernels::update_scale) update_scale = nullptr;
 };
 
 // The backends (kernels/cpu/backend.cpp; kernels/cuda/backend.cpp or

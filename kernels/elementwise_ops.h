@@ -21,12 +21,16 @@
 #include <cstddef>
 #include <iterator>
 
+#include "kernels/autocast_policy.h"
+
 namespace loom::kernels {
 
 enum class UnaryOp {
   Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh,
   Silu, Sign, LogicalNot,
+  IsFinite, IsNan, IsInf,  // output bool
   Clamp,      // arg0 = min (or -inf), arg1 = max (or +inf)
+  NanToNum,   // NaN -> arg0, +inf -> arg1, -inf -> arg2
   PowScalar,  // x ^ arg0
   AddScalar,  // x + arg0
   MulScalar,  // x * arg0
@@ -60,16 +64,10 @@ enum class OpDTypes : unsigned char {
   AllToBool,  // every dtype, and the output is bool (logical_not, comparisons)
 };
 
-// PyTorch's autocast categories, data only for now (mixed precision will read them):
-//   LowerPrecision  run in float16/bfloat16 (matmuls, convolutions)
-//   Float32         run in float32: ops whose range or accuracy suffers in 16 bits
-//   Promote         run in the widest dtype among the inputs
-//   None            not listed: run in the dtype of the inputs
-// Filled from PyTorch's CUDA lists (AT_FORALL_FP32 and AT_FORALL_FP32_SET_OPT_DTYPE in
-// aten/src/ATen/autocast_mode.h), the ones that name elementwise ops: exp, log, log1p,
-// rsqrt, pow, sum and prod are Float32; sqrt, tanh, sigmoid and the rest are not listed.
-// (PyTorch's CPU list names only prod among these ops.)
-enum class AutocastPolicy : unsigned char { LowerPrecision, Float32, Promote, None };
+// The `autocast` column: what autocast does to the op's inputs on each device (Note
+// [autocast policy], kernels/autocast_policy.h). From PyTorch's lists, the ones that name
+// elementwise ops: on CUDA exp, log, log1p, rsqrt, pow and sum run in float32 (sqrt, tanh,
+// sigmoid and the rest are not listed); on the CPU only prod does.
 
 // What a unary op's backward node saves: its input x, its output y, neither or both.
 enum class Saves : unsigned char { None, Input, Output, Both };
@@ -118,73 +116,78 @@ struct ReduceOpInfo {
 };
 
 inline constexpr UnaryOpInfo kUnaryOps[] = {
-    // op                 name           backward node      dtypes               autocast                 saves
-    {UnaryOp::Neg,        "neg",         "NegBackward",     OpDTypes::Numeric,   AutocastPolicy::None,    Saves::None},
-    {UnaryOp::Abs,        "abs",         "AbsBackward",     OpDTypes::All,       AutocastPolicy::None,    Saves::Input},
-    {UnaryOp::Exp,        "exp",         "ExpBackward",     OpDTypes::Floating,  AutocastPolicy::Float32, Saves::Output},
-    {UnaryOp::Log,        "log",         "LogBackward",     OpDTypes::Floating,  AutocastPolicy::Float32, Saves::Input},
-    {UnaryOp::Log1p,      "log1p",       "Log1pBackward",   OpDTypes::Floating,  AutocastPolicy::Float32, Saves::Input},
-    {UnaryOp::Sqrt,       "sqrt",        "SqrtBackward",    OpDTypes::Floating,  AutocastPolicy::None,    Saves::Output},
-    {UnaryOp::Rsqrt,      "rsqrt",       "RsqrtBackward",   OpDTypes::Floating,  AutocastPolicy::Float32, Saves::Output},
-    {UnaryOp::Sin,        "sin",         "SinBackward",     OpDTypes::Floating,  AutocastPolicy::None,    Saves::Input},
-    {UnaryOp::Cos,        "cos",         "CosBackward",     OpDTypes::Floating,  AutocastPolicy::None,    Saves::Input},
-    {UnaryOp::Tanh,       "tanh",        "TanhBackward",    OpDTypes::Floating,  AutocastPolicy::None,    Saves::Output},
-    {UnaryOp::Sigmoid,    "sigmoid",     "SigmoidBackward", OpDTypes::Floating,  AutocastPolicy::None,    Saves::Output},
-    {UnaryOp::Relu,       "relu",        "ReluBackward",    OpDTypes::All,       AutocastPolicy::None,    Saves::Output},
-    {UnaryOp::Gelu,       "gelu",        "GeluBackward",    OpDTypes::Floating,  AutocastPolicy::None,    Saves::Input},
+    // op                 name           backward node      dtypes               autocast              saves
+    {UnaryOp::Neg,        "neg",         "NegBackward",     OpDTypes::Numeric,   kNoCast,              Saves::None},
+    {UnaryOp::Abs,        "abs",         "AbsBackward",     OpDTypes::All,       kNoCast,              Saves::Input},
+    {UnaryOp::Exp,        "exp",         "ExpBackward",     OpDTypes::Floating,  kCastToFloat32OnCuda, Saves::Output},
+    {UnaryOp::Log,        "log",         "LogBackward",     OpDTypes::Floating,  kCastToFloat32OnCuda, Saves::Input},
+    {UnaryOp::Log1p,      "log1p",       "Log1pBackward",   OpDTypes::Floating,  kCastToFloat32OnCuda, Saves::Input},
+    {UnaryOp::Sqrt,       "sqrt",        "SqrtBackward",    OpDTypes::Floating,  kNoCast,              Saves::Output},
+    {UnaryOp::Rsqrt,      "rsqrt",       "RsqrtBackward",   OpDTypes::Floating,  kCastToFloat32OnCuda, Saves::Output},
+    {UnaryOp::Sin,        "sin",         "SinBackward",     OpDTypes::Floating,  kNoCast,              Saves::Input},
+    {UnaryOp::Cos,        "cos",         "CosBackward",     OpDTypes::Floating,  kNoCast,              Saves::Input},
+    {UnaryOp::Tanh,       "tanh",        "TanhBackward",    OpDTypes::Floating,  kNoCast,              Saves::Output},
+    {UnaryOp::Sigmoid,    "sigmoid",     "SigmoidBackward", OpDTypes::Floating,  kNoCast,              Saves::Output},
+    {UnaryOp::Relu,       "relu",        "ReluBackward",    OpDTypes::All,       kNoCast,              Saves::Output},
+    {UnaryOp::Gelu,       "gelu",        "GeluBackward",    OpDTypes::Floating,  kNoCast,              Saves::Input},
     // gelu(approximate = "tanh") in PyTorch: one user-facing op, so the same names.
-    {UnaryOp::GeluTanh,   "gelu",        "GeluBackward",    OpDTypes::Floating,  AutocastPolicy::None,    Saves::Input},
-    {UnaryOp::Silu,       "silu",        "SiluBackward",    OpDTypes::Floating,  AutocastPolicy::None,    Saves::Input},
-    {UnaryOp::Sign,       "sign",        nullptr,           OpDTypes::All,       AutocastPolicy::None,    Saves::None},
-    {UnaryOp::LogicalNot, "logical_not", nullptr,           OpDTypes::AllToBool, AutocastPolicy::None,    Saves::None},
-    {UnaryOp::Clamp,      "clamp",       "ClampBackward",   OpDTypes::All,       AutocastPolicy::None,    Saves::Input},
-    {UnaryOp::PowScalar,  "pow",         "PowBackward",     OpDTypes::Numeric,   AutocastPolicy::Float32, Saves::Input},
+    {UnaryOp::GeluTanh,   "gelu",        "GeluBackward",    OpDTypes::Floating,  kNoCast,              Saves::Input},
+    {UnaryOp::Silu,       "silu",        "SiluBackward",    OpDTypes::Floating,  kNoCast,              Saves::Input},
+    {UnaryOp::Sign,       "sign",        nullptr,           OpDTypes::All,       kNoCast,              Saves::None},
+    {UnaryOp::LogicalNot, "logical_not", nullptr,           OpDTypes::AllToBool, kNoCast,              Saves::None},
+    {UnaryOp::IsFinite,   "isfinite",    nullptr,           OpDTypes::AllToBool, kNoCast,              Saves::None},
+    {UnaryOp::IsNan,      "isnan",       nullptr,           OpDTypes::AllToBool, kNoCast,              Saves::None},
+    {UnaryOp::IsInf,      "isinf",       nullptr,           OpDTypes::AllToBool, kNoCast,              Saves::None},
+    {UnaryOp::Clamp,      "clamp",       "ClampBackward",   OpDTypes::All,       kNoCast,              Saves::Input},
+    // Integer inputs never reach the kernel: Tensor::nan_to_num returns a copy (as PyTorch).
+    {UnaryOp::NanToNum,   "nan_to_num",  "NanToNumBackward", OpDTypes::Floating, kNoCast,              Saves::Input},
+    {UnaryOp::PowScalar,  "pow",         "PowBackward",     OpDTypes::Numeric,   kCastToFloat32OnCuda, Saves::Input},
     // x + c and x * c: the Tensor API computes them as binary ops with a 0-dim tensor;
     // these kernels are for internal callers.
-    {UnaryOp::AddScalar,  "add",         "AddBackward",     OpDTypes::All,       AutocastPolicy::None,    Saves::None},
-    {UnaryOp::MulScalar,  "mul",         "MulBackward",     OpDTypes::All,       AutocastPolicy::None,    Saves::None},
+    {UnaryOp::AddScalar,  "add",         "AddBackward",     OpDTypes::All,       kNoCast,              Saves::None},
+    {UnaryOp::MulScalar,  "mul",         "MulBackward",     OpDTypes::All,       kNoCast,              Saves::None},
 };
 
 // Binary rows are two lines each: what the backward saves of (a, b, out) comes second.
 inline constexpr BinaryOpInfo kBinaryOps[] = {
     // op                        name                  backward node      dtypes               autocast
     //  saves a                  saves b               saves out
-    {BinaryOp::Add,              "add",                "AddBackward",     OpDTypes::All,       AutocastPolicy::None,
+    {BinaryOp::Add,              "add",                "AddBackward",     OpDTypes::All,       kNoCast,
      {SaveIf::Never,             SaveIf::Never,        SaveIf::Never}},
-    {BinaryOp::Sub,              "sub",                "SubBackward",     OpDTypes::Numeric,   AutocastPolicy::None,
+    {BinaryOp::Sub,              "sub",                "SubBackward",     OpDTypes::Numeric,   kNoCast,
      {SaveIf::Never,             SaveIf::Never,        SaveIf::Never}},
-    {BinaryOp::Mul,              "mul",                "MulBackward",     OpDTypes::All,       AutocastPolicy::None,
+    {BinaryOp::Mul,              "mul",                "MulBackward",     OpDTypes::All,       kNoCast,
      {SaveIf::BNeedsGrad,        SaveIf::ANeedsGrad,   SaveIf::Never}},  // ga = g * b, gb = g * a
-    {BinaryOp::Div,              "div",                "DivBackward",     OpDTypes::Numeric,   AutocastPolicy::None,
+    {BinaryOp::Div,              "div",                "DivBackward",     OpDTypes::Numeric,   kNoCast,
      {SaveIf::Never,             SaveIf::Always,       SaveIf::BNeedsGrad}},  // ga = g / b, gb = -g * out / b
-    {BinaryOp::Pow,              "pow",                "PowBackward",     OpDTypes::Numeric,   AutocastPolicy::Float32,
+    {BinaryOp::Pow,              "pow",                "PowBackward",     OpDTypes::Numeric,   kCastToFloat32OnCuda,
      {SaveIf::Always,            SaveIf::Always,       SaveIf::BNeedsGrad}},  // gb = g * out * log a
-    {BinaryOp::Maximum,          "maximum",            "MaximumBackward", OpDTypes::All,       AutocastPolicy::None,
+    {BinaryOp::Maximum,          "maximum",            "MaximumBackward", OpDTypes::All,       kNoCast,
      {SaveIf::Always,            SaveIf::Always,       SaveIf::Never}},
-    {BinaryOp::Minimum,          "minimum",            "MinimumBackward", OpDTypes::All,       AutocastPolicy::None,
+    {BinaryOp::Minimum,          "minimum",            "MinimumBackward", OpDTypes::All,       kNoCast,
      {SaveIf::Always,            SaveIf::Always,       SaveIf::Never}},
-    {BinaryOp::Eq,               "eq",                 nullptr,           OpDTypes::AllToBool, AutocastPolicy::None, {}},
-    {BinaryOp::Ne,               "ne",                 nullptr,           OpDTypes::AllToBool, AutocastPolicy::None, {}},
-    {BinaryOp::Lt,               "lt",                 nullptr,           OpDTypes::AllToBool, AutocastPolicy::None, {}},
-    {BinaryOp::Le,               "le",                 nullptr,           OpDTypes::AllToBool, AutocastPolicy::None, {}},
-    {BinaryOp::Gt,               "gt",                 nullptr,           OpDTypes::AllToBool, AutocastPolicy::None, {}},
-    {BinaryOp::Ge,               "ge",                 nullptr,           OpDTypes::AllToBool, AutocastPolicy::None, {}},
+    {BinaryOp::Eq,               "eq",                 nullptr,           OpDTypes::AllToBool, kNoCast, {}},
+    {BinaryOp::Ne,               "ne",                 nullptr,           OpDTypes::AllToBool, kNoCast, {}},
+    {BinaryOp::Lt,               "lt",                 nullptr,           OpDTypes::AllToBool, kNoCast, {}},
+    {BinaryOp::Le,               "le",                 nullptr,           OpDTypes::AllToBool, kNoCast, {}},
+    {BinaryOp::Gt,               "gt",                 nullptr,           OpDTypes::AllToBool, kNoCast, {}},
+    {BinaryOp::Ge,               "ge",                 nullptr,           OpDTypes::AllToBool, kNoCast, {}},
     // Called by the backward formulas of unary.cpp, which run with grad mode off.
-    {BinaryOp::TanhBackward,     "tanh_backward",      nullptr,           OpDTypes::Floating,  AutocastPolicy::None, {}},
-    {BinaryOp::SigmoidBackward,  "sigmoid_backward",   nullptr,           OpDTypes::Floating,  AutocastPolicy::None, {}},
-    {BinaryOp::ReluBackward,     "relu_backward",      nullptr,           OpDTypes::Floating,  AutocastPolicy::None, {}},
-    {BinaryOp::GeluBackward,     "gelu_backward",      nullptr,           OpDTypes::Floating,  AutocastPolicy::None, {}},
-    {BinaryOp::GeluTanhBackward, "gelu_tanh_backward", nullptr,           OpDTypes::Floating,  AutocastPolicy::None, {}},
-    {BinaryOp::SiluBackward,     "silu_backward",      nullptr,           OpDTypes::Floating,  AutocastPolicy::None, {}},
+    {BinaryOp::TanhBackward,     "tanh_backward",      nullptr,           OpDTypes::Floating,  kNoCast, {}},
+    {BinaryOp::SigmoidBackward,  "sigmoid_backward",   nullptr,           OpDTypes::Floating,  kNoCast, {}},
+    {BinaryOp::ReluBackward,     "relu_backward",      nullptr,           OpDTypes::Floating,  kNoCast, {}},
+    {BinaryOp::GeluBackward,     "gelu_backward",      nullptr,           OpDTypes::Floating,  kNoCast, {}},
+    {BinaryOp::GeluTanhBackward, "gelu_tanh_backward", nullptr,           OpDTypes::Floating,  kNoCast, {}},
+    {BinaryOp::SiluBackward,     "silu_backward",      nullptr,           OpDTypes::Floating,  kNoCast, {}},
 };
 
 inline constexpr ReduceOpInfo kReduceOps[] = {
     // op            name    backward node   dtypes              autocast
-    {ReduceOp::Sum,  "sum",  "SumBackward",  OpDTypes::Numeric,  AutocastPolicy::Float32},
-    {ReduceOp::Mean, "mean", "MeanBackward", OpDTypes::Numeric,  AutocastPolicy::None},
-    {ReduceOp::Max,  "max",  "MaxBackward",  OpDTypes::Numeric,  AutocastPolicy::None},
-    {ReduceOp::Min,  "min",  "MinBackward",  OpDTypes::Numeric,  AutocastPolicy::None},
-    {ReduceOp::Prod, "prod", nullptr,        OpDTypes::Numeric,  AutocastPolicy::Float32},
+    {ReduceOp::Sum,  "sum",  "SumBackward",  OpDTypes::Numeric,  kCastToFloat32OnCuda},
+    {ReduceOp::Mean, "mean", "MeanBackward", OpDTypes::Numeric,  kNoCast},
+    {ReduceOp::Max,  "max",  "MaxBackward",  OpDTypes::Numeric,  kNoCast},
+    {ReduceOp::Min,  "min",  "MinBackward",  OpDTypes::Numeric,  kNoCast},
+    {ReduceOp::Prod, "prod", nullptr,        OpDTypes::Numeric,  kCastToFloat32},
 };
 
 // The index of the first row that does not describe the enumerator of its index, or -1.

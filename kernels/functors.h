@@ -47,15 +47,29 @@ LOOM_HOST_DEVICE inline T ipow(T base, T exp) {
 
 template <UnaryOp OP, typename T>
 struct Unary {
-  T arg0, arg1;
+  T arg0, arg1, arg2;
   LOOM_HOST_DEVICE T operator()(T x) const {
     if constexpr (OP == UnaryOp::LogicalNot) return T(x == T(0));
+    else if constexpr (OP == UnaryOp::IsFinite || OP == UnaryOp::IsNan || OP == UnaryOp::IsInf) {
+      if constexpr (!is_floating_v<T>) return T(OP == UnaryOp::IsFinite);  // integers are finite
+      else {
+        // No std::isfinite: it is not a device function, and these work for any opmath T.
+        const bool nan = x != x;
+        const bool inf = !nan && (x - x) != T(0);  // inf - inf is NaN
+        return T(OP == UnaryOp::IsNan ? nan : OP == UnaryOp::IsInf ? inf : !(nan || inf));
+      }
+    }
     else if constexpr (std::is_same_v<T, bool>) return x;  // abs/relu/sign/clamp of bool
     else if constexpr (OP == UnaryOp::Neg) return T(-x);
     else if constexpr (OP == UnaryOp::Abs) return x < T(0) ? T(-x) : x;
     else if constexpr (OP == UnaryOp::Sign) return T((x > T(0)) - (x < T(0)));
     else if constexpr (OP == UnaryOp::Relu) return x > T(0) ? x : (x != x ? x : T(0));  // keeps NaN
     else if constexpr (OP == UnaryOp::Clamp) return x < arg0 ? arg0 : (x > arg1 ? arg1 : x);
+    else if constexpr (OP == UnaryOp::NanToNum) {
+      if (x != x) return arg0;
+      if ((x - x) != T(0)) return x > T(0) ? arg1 : arg2;
+      return x;
+    }
     else if constexpr (OP == UnaryOp::AddScalar) return T(x + arg0);
     else if constexpr (OP == UnaryOp::MulScalar) return T(x * arg0);
     else if constexpr (OP == UnaryOp::PowScalar) {

@@ -28,9 +28,10 @@ namespace loom::kernels {
 // UnaryOp, BinaryOp and ReduceOp, and a table row of facts per op (name, backward node,
 // dtypes, ...): kernels/elementwise_ops.h, Note [op tables].
 
-// out = op(in). out and in have the same shape and dtype, except LogicalNot (bool out).
+// out = op(in). out and in have the same shape and dtype, except the ops whose row says
+// AllToBool (logical_not, isfinite, isnan, isinf: bool out).
 // May alias (out == in for in-place).
-void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0 = 0, double arg1 = 0);
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0 = 0, double arg1 = 0, double arg2 = 0);
 // out = op(a, b). a and b have out's shape and one dtype; out has it too (bool for
 // comparisons). May alias a (in-place forms).
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1);
@@ -181,6 +182,17 @@ void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::ar
                  const AdamMath<double>& math);
 void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
                     const RmspropMath<double>& math);
+
+// ---- mixed precision: the gradient scaler's kernels (kernels/amp_math.h) -------------------
+
+// g *= inv_scale[0], in place, and found_inf[0] = 1 if any element of g was inf or NaN
+// (left as it was otherwise). g is contiguous and floating point; found_inf and inv_scale
+// are (1,) float32 on g's device (checked).
+void unscale_grad(const Tensor& g, const Tensor& found_inf, const Tensor& inv_scale);
+// One update of scale ((1,) float32) and growth_tracker ((1,) int32) from found_inf, in
+// place on their device (update_scale_math): on CUDA without a wait for the GPU.
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                  double growth_factor, double backoff_factor, int64_t growth_interval);
 
 // Throws IndexError naming `op` if any index is outside [0, size) (negatives included).
 void check_indices(const Tensor& index, int64_t size, const char* op);

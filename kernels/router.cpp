@@ -58,8 +58,8 @@ const Backend& backend_for(Device device, const char* op) {
   return *cuda;
 }
 
-void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
-  slot(route("unary", {&out, &in}), &Backend::unary, "unary")(op, out, in, arg0, arg1);
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1, double arg2) {
+  slot(route("unary", {&out, &in}), &Backend::unary, "unary")(op, out, in, arg0, arg1, arg2);
 }
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
@@ -207,6 +207,35 @@ void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::ar
 void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
                     const RmspropMath<double>& math) {
   slot(route_update(op, p, g, states), &Backend::rmsprop_update, op)(op, p, g, states, math);
+}
+
+// The gradient scaler's (1,) float32 / int32 operand.
+void check_amp_scalar(const char* op, const Tensor& t, DType dtype, const char* what, Device device) {
+  LOOM_CHECK(t.defined() && t.dtype() == dtype && t.numel() == 1 && t.device() == device, ValueError, op, ": ",
+             what, " must be a one-element ", dtype_name(dtype), " tensor on ", device, ", got ",
+             t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) + " on " + t.device().str()
+                         : std::string("an undefined tensor"));
+}
+
+void unscale_grad(const Tensor& g, const Tensor& found_inf, const Tensor& inv_scale) {
+  const char* op = "unscale_grad";
+  LOOM_CHECK(g.is_floating_point() && g.is_contiguous(), ValueError, op,
+             ": expected a contiguous floating-point gradient, got ", shape_str(g.sizes()), " ", dtype_name(g.dtype()));
+  check_amp_scalar(op, found_inf, kFloat32, "found_inf", g.device());
+  check_amp_scalar(op, inv_scale, kFloat32, "inv_scale", g.device());
+  slot(backend_for(g.device(), op), &Backend::unscale_grad, op)(g, found_inf, inv_scale);
+}
+
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                  double growth_factor, double backoff_factor, int64_t growth_interval) {
+  const char* op = "update_scale";
+  check_amp_scalar(op, scale, kFloat32, "scale", scale.device());
+  check_amp_scalar(op, growth_tracker, kInt32, "growth_tracker", scale.device());
+  check_amp_scalar(op, found_inf, kFloat32, "found_inf", scale.device());
+  LOOM_CHECK(growth_interval >= 1 && growth_interval <= INT32_MAX, ValueError, op,
+             ": growth_interval must be in [1, 2^31), got ", growth_interval);
+  slot(backend_for(scale.device(), op), &Backend::update_scale, op)(scale, growth_tracker, found_inf, growth_factor,
+                                                                    backoff_factor, growth_interval);
 }
 
 }  // namespace loom::kernels

@@ -1,11 +1,15 @@
 #include "nn/functional.h"
 
+#include "autograd/autocast.h"
 #include "core/factories.h"
 #include "core/ops.h"
 
 namespace loom::nn::functional {
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  // Under autocast all three in the lower precision: the bias add too (Note [autocast]).
+  const std::vector<Tensor> cast = autocast::cast_inputs("linear", {x_in, weight_in, bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   LOOM_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D (out, in), got shape ",
              shape_str(weight.sizes()));
   LOOM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ",
@@ -22,8 +26,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor dropout(const Tensor& x, double p, bool training) { return ::loom::dropout(x, p, training); }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  const std::vector<Tensor> cast = autocast::cast_inputs("layer_norm", {x_in, weight_in, bias_in});  // Note [autocast]
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   const int64_t k = int64_t(normalized_shape.size());
   LOOM_CHECK(k >= 1 && x.dim() >= k, ShapeError, "layer_norm: input of shape ", shape_str(x.sizes()),
              " cannot be normalised over ", shape_str(normalized_shape));

@@ -1,5 +1,6 @@
 #include "nn/loss.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/factories.h"
 #include "core/ops.h"
@@ -108,10 +109,17 @@ Tensor reduce_class_loss(const Tensor& rows, const RowWeights& r, const FlatClas
   return rows.sum() / r.row_weight.sum();
 }
 
+// A loss's input and target as autocast gives them to `op` (Note [autocast]).
+std::pair<Tensor, Tensor> autocast_pair(const char* op, const Tensor& input, const Tensor& target) {
+  std::vector<Tensor> cast = autocast::cast_inputs(op, {input, target});
+  return {cast[0], cast[1]};
+}
+
 }  // namespace
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyLossOptions& o) {
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const CrossEntropyLossOptions& o) {
   const char* op = "cross_entropy";
+  const auto [input, target] = autocast_pair(op, input_in, target_in);
   check_reduction(o.reduction_, op);
   const double eps = o.label_smoothing_;
   LOOM_CHECK(eps >= 0 && eps <= 1, ValueError, op, ": label_smoothing must be in [0, 1], got ", eps);
@@ -144,8 +152,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   return reduce_class_loss(rows, r, f, o.reduction_);
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
+Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const NLLLossOptions& o) {
   const char* op = "nll_loss";
+  const auto [input, target] = autocast_pair(op, input_in, target_in);
   check_reduction(o.reduction_, op);
   LOOM_CHECK(o.label_smoothing_ == 0, ValueError, op, ": label_smoothing is for cross_entropy");
   FlatClasses f = flatten_classes(input, target, op);
@@ -153,20 +162,23 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
   return reduce_class_loss(nll_rows(f.scores, r), r, f, o.reduction_);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, const std::string& reduction) {
+  const auto [input, target] = autocast_pair("mse_loss", input_in, target_in);
   check_reduction(reduction, "mse_loss");
   check_same_shape(input, target, "mse_loss");
   Tensor d = input - target;
   return reduce(d * d, reduction);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, const std::string& reduction) {
+  const auto [input, target] = autocast_pair("l1_loss", input_in, target_in);
   check_reduction(reduction, "l1_loss");
   check_same_shape(input, target, "l1_loss");
   return reduce((input - target).abs(), reduction);
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& o) {
+Tensor smooth_l1_loss(const Tensor& input_in, const Tensor& target_in, const SmoothL1LossOptions& o) {
+  const auto [input, target] = autocast_pair("smooth_l1_loss", input_in, target_in);
   check_reduction(o.reduction_, "smooth_l1_loss");
   check_same_shape(input, target, "smooth_l1_loss");
   LOOM_CHECK(o.beta_ >= 0, ValueError, "smooth_l1_loss: beta must be non-negative, got ", o.beta_);
@@ -176,7 +188,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1L
   return reduce(where(d < o.beta_, d * d * (0.5 / o.beta_), d - 0.5 * o.beta_), o.reduction_);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const BCEWithLogitsLossOptions& o) {
+Tensor binary_cross_entropy_with_logits(const Tensor& x_in, const Tensor& y_in, const BCEWithLogitsLossOptions& o) {
+  const auto [x, y] = autocast_pair("binary_cross_entropy_with_logits", x_in, y_in);
   check_reduction(o.reduction_, "binary_cross_entropy_with_logits");
   check_same_shape(x, y, "binary_cross_entropy_with_logits");
   for (const Tensor* t : {&y, &o.weight_, &o.pos_weight_})

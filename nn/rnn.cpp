@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/autocast.h"
 #include "autograd/functions/rnn_layer.h"
 #include "autograd/functions/rnn_stack.h"
 #include "core/factories.h"
@@ -84,8 +85,12 @@ void RNNBaseImpl::reset_parameters() {
     if (w.defined()) init::uniform_(w, -bound, bound);
 }
 
-RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const Tensor& lengths) {
+RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in, const Tensor& lengths) {
   const char* op = type_name().c_str();
+  // Under autocast: float32 for now (kernels/autocast_policy.h, Note [autocast]).
+  const std::vector<Tensor> cast = autocast::cast_inputs("rnn", {input_in, state_in.h, state_in.c});
+  const Tensor& input = cast[0];
+  const RNNState state{cast[1], cast[2]};
   LOOM_CHECK(input.dim() == 3, ShapeError, op, ": expected a 3-D input (", options.batch_first_ ? "B, T, I" : "T, B, I",
              "), got shape ", shape_str(input.sizes()));
   Tensor x = options.batch_first_ ? input.transpose(0, 1) : input;  // (T, B, I)
@@ -156,8 +161,11 @@ RNNCellBaseImpl::RNNCellBaseImpl(RNNMode mode, int64_t input_size_, int64_t hidd
   }
 }
 
-RNNState RNNCellBaseImpl::forward(const Tensor& x, const RNNState& state) {
+RNNState RNNCellBaseImpl::forward(const Tensor& x_in, const RNNState& state_in) {
   const char* op = type_name().c_str();
+  const std::vector<Tensor> cast = autocast::cast_inputs("rnn_cell", {x_in, state_in.h, state_in.c});  // Note [autocast]
+  const Tensor& x = cast[0];
+  const RNNState state{cast[1], cast[2]};
   LOOM_CHECK(x.dim() == 2 && x.size(1) == input_size, ShapeError, op, ": input of shape ", shape_str(x.sizes()),
              ", expected (batch, ", input_size, ")");
   const int64_t B = x.size(0);

@@ -66,8 +66,13 @@ inline constexpr UnaryOpCase kUnaryOpCases[] = {
     {UnaryOp::Silu, [](double x, double, double) { return x * sigmoid_ref(x); }},
     {UnaryOp::Sign, [](double x, double, double) { return double((x > 0) - (x < 0)); }},
     {UnaryOp::LogicalNot, [](double x, double, double) { return double(x == 0); }},
+    // Random inputs are finite; NaN and inf are tested in test_elementwise.cpp.
+    {UnaryOp::IsFinite, [](double x, double, double) { return double(std::isfinite(x)); }},
+    {UnaryOp::IsNan, [](double x, double, double) { return double(std::isnan(x)); }},
+    {UnaryOp::IsInf, [](double x, double, double) { return double(std::isinf(x)); }},
     {UnaryOp::Clamp, [](double x, double lo, double hi) { return std::min(std::max(x, lo), hi); },
      -2.0, 2.0, -0.5, 0.7},
+    {UnaryOp::NanToNum, [](double x, double, double) { return x; }, -2.0, 2.0, 0.25, 100},
     {UnaryOp::PowScalar, [](double x, double p, double) { return std::pow(x, p); }, -2.0, 2.0, 3},
     {UnaryOp::AddScalar, [](double x, double c, double) { return x + c; }, -2.0, 2.0, 1.5},
     {UnaryOp::MulScalar, [](double x, double c, double) { return x * c; }, -2.0, 2.0, -2},

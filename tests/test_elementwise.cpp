@@ -120,6 +120,8 @@ const std::vector<UnaryCase>& unary_cases() {
        -3, 3, true, UnaryOp::Clamp},
       {"pow 2", [](const Tensor& x) { return x.pow(2); }, [](double x) { return x * x; },
        -2, 2, true, UnaryOp::PowScalar},
+      {"nan_to_num", [](const Tensor& x) { return x.nan_to_num(0.5, 7, -7); }, [](double x) { return x; },
+       -2, 2, true, UnaryOp::NanToNum},
       {"pow 3", [](const Tensor& x) { return x.pow(3); }, [](double x) { return x * x * x; },
        -2, 2, true, UnaryOp::PowScalar},
       {"pow 0", [](const Tensor& x) { return x.pow(0); }, [](double) { return 1.0; }, -2, 2, true, UnaryOp::PowScalar},
@@ -292,6 +294,63 @@ TEST_CASE("unary ops: special values, logical_not, large inputs", "[core]") {
       check_close(in.tanh(), ref, dt, "tanh");
     }
   }
+}
+
+TEST_CASE("isfinite, isnan, isinf and nan_to_num on NaN, infinities and every dtype", "[core]") {
+  const float nan = NAN, inf = INFINITY;
+  Tensor x32 = tensor({1.5f, nan, inf, -inf, -0.0f, 3e38f});
+  for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    INFO(dtype_name(dt));
+    Tensor x = x32.to(dt);  // 3e38 becomes inf in float16, stays finite in bfloat16
+    const bool big_is_inf = dt == kFloat16;
+    CHECK(x.isfinite().dtype() == kBool);
+    CHECK(x.isfinite().to_vector<bool>() == std::vector<bool>{true, false, false, false, true, !big_is_inf});
+    CHECK(x.isnan().to_vector<bool>() == std::vector<bool>{false, true, false, false, false, false});
+    CHECK(x.isinf().to_vector<bool>() == std::vector<bool>{false, false, true, true, false, big_is_inf});
+    // Non-contiguous input: every other element.
+    CHECK(x.slice(0, 1, 6, 2).isinf().to_vector<bool>() == std::vector<bool>{false, true, big_is_inf});
+
+    std::vector<double> r = x.nan_to_num(0.25, 10, -20).to_vector<double>();
+    CHECK(r[0] == 1.5);
+    CHECK(r[1] == 0.25);
+    CHECK(r[2] == 10);
+    CHECK(r[3] == -20);
+    // Default bounds: the dtype's largest finite values.
+    std::vector<double> d = x.nan_to_num().to_vector<double>();
+    const double largest = dt == kFloat16 ? 65504.0 : dt == kBFloat16 ? 3.3895313892515355e38
+                           : dt == kFloat32 ? double(std::numeric_limits<float>::max())
+                                            : std::numeric_limits<double>::max();
+    CHECK(d[1] == 0.0);
+    CHECK(d[2] == largest);
+    CHECK(d[3] == -largest);
+    CHECK(x.nan_to_num().isfinite().all().item<bool>());
+  }
+  // Integers and bools are finite: masks of true / false, nan_to_num a copy of the same dtype.
+  Tensor i = tensor<int64_t>({-4, 0, 9});
+  CHECK(i.isfinite().to_vector<bool>() == std::vector<bool>{true, true, true});
+  CHECK(i.isnan().to_vector<bool>() == std::vector<bool>{false, false, false});
+  CHECK(tensor({true, false}).isinf().to_vector<bool>() == std::vector<bool>{false, false});
+  Tensor ic = i.nan_to_num();
+  CHECK(ic.dtype() == kInt64);
+  CHECK(ic.to_vector<int64_t>() == std::vector<int64_t>{-4, 0, 9});
+  CHECK(ic.data() != i.data());
+  // Masks record no history; nan_to_num's gradient is zero where the input was not finite.
+  Tensor g = tensor({1.f, nan, inf, -2.f}).requires_grad_(true);
+  CHECK_FALSE(g.isfinite().requires_grad());
+  g.nan_to_num().mul(tensor({2.f, 3.f, 4.f, 5.f})).sum().backward();
+  CHECK(g.grad().to_vector<float>() == std::vector<float>{2.f, 0.f, 0.f, 5.f});
+}
+
+TEST_CASE("all and any over every element", "[core]") {
+  CHECK(tensor({1.f, -2.f, 3.f}).all().item<bool>());
+  CHECK_FALSE(tensor({1.f, 0.f, 3.f}).all().item<bool>());
+  CHECK(tensor({0.f, 0.f, 0.5f}).any().item<bool>());
+  CHECK_FALSE(zeros({2, 3}).any().item<bool>());
+  CHECK(tensor({NAN}).any().item<bool>());  // NaN is non-zero, as in PyTorch
+  CHECK(zeros({0}).all().item<bool>());     // the empty product and sum
+  CHECK_FALSE(zeros({0}).any().item<bool>());
+  CHECK(tensor<int64_t>({3, 1}, {2, 1}).expand({2, 4}).all().item<bool>());
+  CHECK(tensor({true, false}).any().dtype() == kBool);
 }
 
 TEST_CASE("unary op errors", "[core]") {

@@ -2,6 +2,7 @@
 // where/masked_fill, their scalar and in-place forms, and the operators.
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
@@ -122,7 +123,8 @@ Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double a
   const kernels::BinaryOpInfo& info = kernels::op_info(op);  // Note [op tables]
   const char* name = info.name;
   const Device device = meeting_device({&a_arg, &b_arg});
-  const Tensor a_in = scalar_to(a_arg, device), b_in = scalar_to(b_arg, device);
+  const Tensor a_in = autocast::cast_input(scalar_to(a_arg, device), info.autocast);  // Note [autocast]
+  const Tensor b_in = autocast::cast_input(scalar_to(b_arg, device), info.autocast);
   check_same_device(name, {&a_in, &b_in});
   const Shape shape = broadcast_shapes(a_in.sizes(), b_in.sizes(), name);
   const DType ct = compute_dtype(op, a_in.dtype(), b_in.dtype());

@@ -9,6 +9,7 @@
 // broadcast copy of the matrix, and one large GEMM instead of many small ones).
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/checked_shape.h"
@@ -116,7 +117,9 @@ std::vector<Tensor> matmul_backward(BackwardContext& ctx) {
   return {ga, gb};
 }
 
-Tensor matmul_op(const Tensor& a, const Tensor& b, const char* op) {
+Tensor matmul_op(const Tensor& a_in, const Tensor& b_in, const char* op) {
+  const std::vector<Tensor> cast = autocast::cast_inputs(op, {a_in, b_in});  // Note [autocast]
+  const Tensor &a = cast[0], &b = cast[1];
   check_operands(a, b, op);
   Tensor out = matmul_forward(a, b, op);
   if (needs_grad(a, b)) record("MatmulBackward", {a, b}, {out}, {a, b}, matmul_backward);

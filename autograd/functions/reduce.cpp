@@ -1,6 +1,7 @@
 // sum and mean over all or given dims, and the dim helpers every reduction shares.
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
@@ -53,7 +54,7 @@ Tensor sum_or_mean(const Tensor& self, const Dims& dims_in, bool keepdim, bool m
   LOOM_CHECK(!mean || self.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
              dtype_name(self.dtype()), " (convert with .to(loom::kFloat32))");
   const Dims dims = reduction_dims(self, dims_in, name);
-  Tensor x = self.is_floating_point() ? self : self.to(kInt64);
+  Tensor x = self.is_floating_point() ? autocast::cast_input(self, kernels::op_info(op).autocast) : self.to(kInt64);
   Tensor out;
   if (dims.empty()) {
     out = x.clone();
@@ -83,6 +84,14 @@ Tensor sum_or_mean(const Tensor& self, const Dims& dims_in, bool keepdim, bool m
 Tensor Tensor::sum() const { return sum_or_mean(*this, {}, false, false); }
 Tensor Tensor::sum(int64_t dim, bool keepdim) const { return sum_or_mean(*this, {dim}, keepdim, false); }
 Tensor Tensor::sum(const Dims& dims, bool keepdim) const { return sum_or_mean(*this, dims, keepdim, false); }
+Tensor Tensor::all() const {
+  NoGradGuard no_grad;
+  return logical_not().sum().eq(0);  // a count of zeros (int64): none
+}
+Tensor Tensor::any() const {
+  NoGradGuard no_grad;
+  return logical_not().logical_not().sum() > 0;
+}
 Tensor Tensor::mean() const { return sum_or_mean(*this, {}, false, true); }
 Tensor Tensor::mean(int64_t dim, bool keepdim) const { return sum_or_mean(*this, {dim}, keepdim, true); }
 Tensor Tensor::mean(const Dims& dims, bool keepdim) const { return sum_or_mean(*this, dims, keepdim, true); }

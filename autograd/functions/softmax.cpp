@@ -1,6 +1,7 @@
 // softmax and log_softmax along a dim (forward and backward in kernels/cpu/softmax.cpp).
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
@@ -10,8 +11,9 @@
 namespace loom {
 namespace {
 
-Tensor softmax_op(const Tensor& x, int64_t dim_in, bool log) {
+Tensor softmax_op(const Tensor& x_in, int64_t dim_in, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
+  const Tensor x = autocast::cast_inputs(name, {x_in})[0];  // Note [autocast]
   LOOM_CHECK(x.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
              dtype_name(x.dtype()), " of shape ", shape_str(x.sizes()), " (convert with .to(loom::kFloat32))");
   const int64_t n = std::max<int64_t>(x.dim(), 1);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
@@ -118,7 +119,8 @@ Tensor Tensor::std(const Dims& dims, int64_t correction, bool keepdim) const {
 }
 
 Tensor Tensor::logsumexp(const Dims& dims, bool keepdim) const {
-  const Reduction r = prepare(is_floating_point() ? *this : to(kFloat32), dims, keepdim, "logsumexp");
+  const Tensor x = autocast::cast_inputs("logsumexp", {*this})[0];  // Note [autocast]
+  const Reduction r = prepare(x.is_floating_point() ? x : x.to(kFloat32), dims, keepdim, "logsumexp");
   Tensor out, out_kept;  // out_kept keeps the reduced dims, to broadcast against x
   {
     NoGradGuard no_grad;
@@ -143,7 +145,7 @@ Tensor Tensor::logsumexp(const Dims& dims, bool keepdim) const {
 
 Tensor Tensor::norm(double p, const Dims& dims, bool keepdim) const {
   check_floating(*this, "norm");
-  const Reduction r = prepare(*this, dims, keepdim, "norm");
+  const Reduction r = prepare(autocast::cast_inputs("norm", {*this})[0], dims, keepdim, "norm");  // Note [autocast]
   LOOM_CHECK(!(std::isinf(p) && r.count == 0), ValueError, "norm: the ", p, "-norm of the empty slices of shape ",
              shape_str(sizes()), " is undefined (no identity)");
   Tensor out;
@@ -185,6 +187,8 @@ Tensor Tensor::norm(double p, const Dims& dims, bool keepdim) const {
   return out;
 }
 
-Tensor Tensor::cumsum(int64_t dim) const { return cumsum_op(*this, dim, false); }
+Tensor Tensor::cumsum(int64_t dim) const {
+  return cumsum_op(autocast::cast_inputs("cumsum", {*this})[0], dim, false);  // Note [autocast]
+}
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 // Elementwise unary ops and their backward formulas; fill_, zero_, clamp.
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
@@ -49,20 +50,22 @@ std::vector<Tensor> unary_backward(UnaryOp op, const Tensor& g, const Tensor& x,
       return {arg0 == 0 ? zeros_like(g) : g * x.pow(arg0 - 1) * arg0};
     case UnaryOp::AddScalar: return {g};
     case UnaryOp::MulScalar: return {g * arg0};
+    case UnaryOp::NanToNum: return {where(x.isfinite(), g, zeros({}, g.options()))};
     default: return {Tensor()};  // not differentiable: no node is recorded
   }
 }
 
-Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0) {
+Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0, double arg2 = 0) {
   const kernels::UnaryOpInfo& info = kernels::op_info(op);  // Note [op tables]
   const char* name = info.name;
   LOOM_CHECK(x_in.defined(), ValueError, name, ": called on an undefined tensor");
   Tensor x = x_in;
   if (info.dtypes == OpDTypes::Floating && !x.is_floating_point()) x = x.to(kFloat32);  // as PyTorch
+  x = autocast::cast_input(x, info.autocast);  // Note [autocast]
   LOOM_CHECK(!(x.dtype() == kBool && info.dtypes == OpDTypes::Numeric), DTypeError, name,
              ": not supported for bool tensors");
   Tensor out = empty(x.sizes(), info.dtypes == OpDTypes::AllToBool ? x.options().dtype(kBool) : x.options());
-  kernels::unary(op, out, x, arg0, arg1);
+  kernels::unary(op, out, x, arg0, arg1, arg2);
   if (info.backward_name && needs_grad(x)) {
     // Only what the formula reads is saved: an in-place change to anything else is no error.
     const bool save_x = info.saves == Saves::Input || info.saves == Saves::Both;
@@ -95,6 +98,20 @@ Tensor Tensor::gelu(bool tanh_approximation) const {
 Tensor Tensor::silu() const { return unary_op(UnaryOp::Silu, *this); }
 Tensor Tensor::sign() const { return unary_op(UnaryOp::Sign, *this); }
 Tensor Tensor::logical_not() const { return unary_op(UnaryOp::LogicalNot, *this); }
+Tensor Tensor::isfinite() const { return unary_op(UnaryOp::IsFinite, *this); }
+Tensor Tensor::isnan() const { return unary_op(UnaryOp::IsNan, *this); }
+Tensor Tensor::isinf() const { return unary_op(UnaryOp::IsInf, *this); }
+
+Tensor Tensor::nan_to_num(double nan, std::optional<double> posinf, std::optional<double> neginf) const {
+  LOOM_CHECK(defined(), ValueError, "nan_to_num: called on an undefined tensor");
+  if (!is_floating_point()) return clone();  // nothing to replace, as PyTorch
+  const double largest = dtype() == kFloat16    ? 65504.0
+                         : dtype() == kBFloat16 ? 3.3895313892515355e38  // (2 - 2^-7) * 2^127
+                         : dtype() == kFloat32  ? double(std::numeric_limits<float>::max())
+                                                : std::numeric_limits<double>::max();
+  return unary_op(UnaryOp::NanToNum, *this, nan, posinf.value_or(largest), neginf.value_or(-largest));
+}
+
 Tensor Tensor::pow(Scalar exponent) const {
   if (!exponent.is_integral() && !is_floating_point()) return to(kFloat32).pow(exponent);
   LOOM_CHECK(is_floating_point() || exponent.to_int() >= 0, ValueError,

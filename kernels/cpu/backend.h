@@ -15,5 +15,6 @@ void add_matmul_kernels(Backend& b);       // matmul.cpp
 void add_index_kernels(Backend& b);        // index.cpp
 void add_rnn_kernels(Backend& b);          // rnn.cpp
 void add_optimizer_kernels(Backend& b);    // optim_update.cpp
+void add_amp_kernels(Backend& b);          // amp.cpp (the gradient scaler's)
 
 }  // namespace loom::kernels::cpu

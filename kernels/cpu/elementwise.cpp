@@ -6,11 +6,11 @@
 namespace loom::kernels::cpu {
 namespace {
 
-void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1, double arg2) {
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum(op, [&]<UnaryOp OP>() {
-      Unary<OP, M> f{M(arg0), M(arg1)};
+      Unary<OP, M> f{M(arg0), M(arg1), M(arg2)};
       if constexpr (outputs_bool(OP)) elementwise<bool, T>(out, f, {&in});
       else elementwise<T, T>(out, f, {&in});
     });

@@ -147,11 +147,11 @@ void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doubl
 // float16 / bfloat16: multiply in float (their opmath) and round the result once.
 void bmm_via_float(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   auto to_float = [](const Tensor& t) {
-    Tensor f = empty(t.sizes(), kFloat32);
+    Tensor f = empty(t.sizes(), t.options().dtype(kFloat32));  // same device (the emulated cuda:0 too)
     copy(f, t);
     return f;
   };
-  Tensor out_f = beta == 0 ? empty(out.sizes(), kFloat32) : to_float(out);
+  Tensor out_f = beta == 0 ? empty(out.sizes(), out.options().dtype(kFloat32)) : to_float(out);
   bmm_native<float>(out_f, to_float(a), to_float(b), beta);
   copy(out, out_f);
 }

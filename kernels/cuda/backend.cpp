@@ -19,6 +19,7 @@ const Backend* cuda_backend() {
     cuda::add_rnn_kernels(b);
     cuda::add_cudnn_rnn_kernels(b);
     cuda::add_optimizer_kernels(b);
+    cuda::add_amp_kernels(b);
     return b;
   }();
   return &table;

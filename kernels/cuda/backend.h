@@ -20,5 +20,6 @@ void add_index_kernels(Backend& b);        // index.cu
 void add_rnn_kernels(Backend& b);          // rnn.cu (the step-functor sweep)
 void add_cudnn_rnn_kernels(Backend& b);    // cudnn_rnn.cpp (whole stacks; nothing without cuDNN)
 void add_optimizer_kernels(Backend& b);    // optim_update.cu
+void add_amp_kernels(Backend& b);          // amp.cu (the gradient scaler's)
 
 }  // namespace loom::kernels::cuda

@@ -11,7 +11,7 @@
 
 namespace loom::kernels::cuda {
 
-void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1) {
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double arg1, double arg2) {
   dispatch_all(in.dtype(), "unary", [&]<typename T>() {
     using M = opmath_t<T>;
     dispatch_enum(op, [&]<UnaryOp OP>() {
@@ -20,7 +20,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double arg0, double 
         throw DTypeError(::loom::detail::str("unary op ", int(OP), ": expected a floating-point tensor, got ",
                                      dtype_name(in.dtype())));
       } else {
-        const Unary<OP, M> f{M(arg0), M(arg1)};
+        const Unary<OP, M> f{M(arg0), M(arg1), M(arg2)};
         if constexpr (outputs_bool(OP)) gpu_elementwise<bool, T>(out, f, {&in});
         else gpu_elementwise<T, T>(out, f, {&in});
       }
