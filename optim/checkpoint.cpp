@@ -53,6 +53,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   put(all, "model.", c.model->state_dict());
   if (c.optimizer) put(all, "optimizer.", c.optimizer->state_dict());
   if (c.scheduler) put(all, "scheduler.", c.scheduler->state_dict());
+  if (c.scaler) put(all, "scaler.", c.scaler->state_dict());
   Generator& g = default_generator();
   all["meta.step"] = scalar_tensor(c.step, kInt64);
   all["meta.epoch"] = scalar_tensor(c.epoch, kInt64);
@@ -64,8 +65,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
 // Note [all-or-nothing restore]
 // A checkpoint restores several objects, and a bad entry in any of them must leave every
 // one as it was. So everything is read and checked first: the keys, the meta entries, the
-// optimizer's state (Optimizer::check_state_dict) and the scheduler's
-// (Scheduler::check_state_dict). Then the model is loaded, whose load_state_dict checks
+// optimizer's state (Optimizer::check_state_dict), the scheduler's
+// (Scheduler::check_state_dict) and the gradient scaler's (GradScaler::check_state_dict). Then the model is loaded, whose load_state_dict checks
 // every key and shape before it copies a tensor; then the rest, which can no longer fail.
 TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   LOOM_CHECK(c.model != nullptr, ValueError, "load_checkpoint: no model given");
@@ -77,8 +78,8 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   static const std::set<std::string> kMeta{"meta.step", "meta.epoch", "meta.rng_seed", "meta.rng_offset"};
   for (const auto& [key, t] : f.tensors)
     if (!key.starts_with("model.") && !key.starts_with("optimizer.") && !key.starts_with("scheduler.") &&
-        !kMeta.count(key))
-      bad_file(path, "unexpected entry '" + key + "' (a checkpoint holds model.*, optimizer.*, scheduler.* and " +
+        !key.starts_with("scaler.") && !kMeta.count(key))
+      bad_file(path, "unexpected entry '" + key + "' (a checkpoint holds model.*, optimizer.*, scheduler.*, scaler.* and " +
                          "meta.step, meta.epoch, meta.rng_seed, meta.rng_offset)");
   const TrainingState state{scalar(f.tensors, "meta.step", path), scalar(f.tensors, "meta.epoch", path)};
   const uint64_t rng_seed = uint64_t(scalar(f.tensors, "meta.rng_seed", path));
@@ -89,12 +90,16 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
     optimizer_state = check_part(path, "optimizer.", [&] { return c.optimizer->check_state_dict(optimizer_entries); });
   const StateDict scheduler_state = take(f.tensors, "scheduler.");
   if (c.scheduler) check_part(path, "scheduler.", [&] { c.scheduler->check_state_dict(scheduler_state); });
+  amp::GradScaler::LoadedState scaler_state;
+  if (c.scaler)
+    scaler_state = check_part(path, "scaler.", [&] { return c.scaler->check_state_dict(take(f.tensors, "scaler.")); });
 
   nn::StateDict model_state;
   for (auto& [k, v] : take(f.tensors, "model.")) model_state[k] = v;
   c.model->load_state_dict(model_state, /*strict=*/true);
   if (c.optimizer) c.optimizer->apply_state_dict(std::move(optimizer_state));
   if (c.scheduler) c.scheduler->load_state_dict(scheduler_state);  // checked above
+  if (c.scaler) c.scaler->apply_state_dict(scaler_state);
   default_generator().set_state(rng_seed, rng_offset);
   return state;
 }

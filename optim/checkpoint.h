@@ -1,5 +1,5 @@
 // Training checkpoints: model weights, optimizer state, scheduler state, step/epoch and
-// the random generator's state in one safetensors file (core/safetensors.h), written
+// the random generator's state (and a GradScaler's) in one safetensors file (core/safetensors.h), written
 // atomically. Resuming from one continues training bit-identically on the CPU.
 //
 //   optim::save_checkpoint("ckpt.safetensors", {model, &opt, &sched, step, epoch});
@@ -16,6 +16,7 @@
 
 #include "core/safetensors.h"
 #include "nn/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
@@ -27,6 +28,7 @@ struct Checkpoint {
   Scheduler* scheduler = nullptr;    // optional: an LRScheduler or ReduceLROnPlateau
   int64_t step = 0;
   int64_t epoch = 0;
+  amp::GradScaler* scaler = nullptr;  // optional: mixed precision's loss scale
 };
 
 struct TrainingState {
@@ -37,7 +39,7 @@ struct TrainingState {
 void save_checkpoint(const std::string& path, const Checkpoint& c);
 // Restores into c's model/optimizer/scheduler (those given) and the global generator;
 // returns the step and epoch. All or nothing: every entry is checked before anything
-// changes, so a failed load leaves the model, optimizer, scheduler and generator as they
+// changes, so a failed load leaves the model, optimizer, scheduler, scaler and generator as they
 // were. Throws SerializationError naming the file and the key for a bad file (an
 // unexpected entry, a meta entry that is not an int64 scalar, an optimizer or scheduler
 // entry that is missing or out of range, as their load_state_dict check it) and

@@ -144,36 +144,43 @@ optim::StateDict GradScaler::state_dict() const {
           {"_growth_tracker", integer(get_growth_tracker())}};
 }
 
-void GradScaler::load_state_dict(const optim::StateDict& state) {
-  if (!options_.enabled) return;
+GradScaler::LoadedState GradScaler::check_state_dict(const optim::StateDict& state) const {
+  LoadedState loaded{options_, 0};
+  if (!options_.enabled) return loaded;
   LOOM_CHECK(!state.empty(), ValueError, kWho,
              ".load_state_dict: the state dict is empty (saved from a disabled GradScaler?)");
   const std::set<std::string> known = {"scale", "growth_factor", "backoff_factor", "growth_interval",
                                        "_growth_tracker"};
   for (const auto& [key, value] : state)
     LOOM_CHECK(known.count(key), ValueError, kWho, ".load_state_dict: unexpected key '", key, "'");
-  GradScalerOptions loaded = options_;
-  loaded.init_scale = entry(state, "scale", kFloat64).item<double>();
-  loaded.growth_factor = entry(state, "growth_factor", kFloat64).item<double>();
-  loaded.backoff_factor = entry(state, "backoff_factor", kFloat64).item<double>();
-  loaded.growth_interval = entry(state, "growth_interval", kInt64).item<int64_t>();
+  GradScalerOptions& o = loaded.options;
+  o.init_scale = entry(state, "scale", kFloat64).item<double>();
+  o.growth_factor = entry(state, "growth_factor", kFloat64).item<double>();
+  o.backoff_factor = entry(state, "backoff_factor", kFloat64).item<double>();
+  o.growth_interval = entry(state, "growth_interval", kInt64).item<int64_t>();
   try {
-    check_options(loaded);
+    check_options(o);
   } catch (const ValueError& e) {
     throw ValueError(std::string(kWho) + ".load_state_dict: " + e.what());
   }
-  const int64_t tracker = entry(state, "_growth_tracker", kInt64).item<int64_t>();
-  LOOM_CHECK(tracker >= 0 && tracker < loaded.growth_interval, ValueError, kWho,
-             ".load_state_dict: '_growth_tracker' must be in [0, growth_interval = ", loaded.growth_interval,
-             "), got ", tracker);
-  // Everything checked: now change the state.
-  options_ = loaded;
-  init_growth_tracker_ = tracker;
-  if (scale_.defined()) {
+  loaded.growth_tracker = entry(state, "_growth_tracker", kInt64).item<int64_t>();
+  LOOM_CHECK(loaded.growth_tracker >= 0 && loaded.growth_tracker < o.growth_interval, ValueError, kWho,
+             ".load_state_dict: '_growth_tracker' must be in [0, growth_interval = ", o.growth_interval, "), got ",
+             loaded.growth_tracker);
+  return loaded;
+}
+
+void GradScaler::apply_state_dict(const LoadedState& loaded) noexcept {
+  if (!options_.enabled) return;
+  options_ = loaded.options;
+  init_growth_tracker_ = loaded.growth_tracker;
+  if (scale_.defined()) {  // fills of one-element tensors on their device
     NoGradGuard no_grad;
-    scale_.fill_(loaded.init_scale);
-    growth_tracker_.fill_(tracker);
+    scale_.fill_(loaded.options.init_scale);
+    growth_tracker_.fill_(loaded.growth_tracker);
   }
 }
+
+void GradScaler::load_state_dict(const optim::StateDict& state) { apply_state_dict(check_state_dict(state)); }
 
 }  // namespace loom::amp

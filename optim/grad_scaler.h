@@ -71,6 +71,14 @@ class GradScaler {
   // Checks the whole state first (hostile input: ValueError naming the key) and then
   // changes it; a no-op when disabled, as PyTorch.
   void load_state_dict(const optim::StateDict& state);
+  // load_state_dict in two halves, for a loader that restores several objects all or
+  // nothing (optim/checkpoint.cpp): the check changes nothing, the apply cannot fail.
+  struct LoadedState {
+    GradScalerOptions options;
+    int64_t growth_tracker = 0;
+  };
+  LoadedState check_state_dict(const optim::StateDict& state) const;
+  void apply_state_dict(const LoadedState& loaded) noexcept;
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };

@@ -20,7 +20,9 @@
 #include "kernels/elementwise_ops.h"
 #include "nn/functional.h"
 #include "nn/loss.h"
+#include "nn/linear.h"
 #include "optim/adam.h"
+#include "optim/checkpoint.h"
 #include "optim/grad_scaler.h"
 #include "optim/sgd.h"
 #include "cuda_test_util.h"
@@ -375,6 +377,47 @@ TEST_CASE("GradScaler: options, errors, state_dict and a disabled scaler", "[amp
   CHECK(off.scale(loss).data() == loss.data());
   CHECK(off.get_scale() == 1.0);
   CHECK(off.state_dict().empty());
+}
+
+TEST_CASE("GradScaler goes into a training checkpoint, and a bad scaler entry changes nothing", "[amp]") {
+  manual_seed(11);
+  nn::Linear model(4, 2);
+  optim::SGD opt(model->parameters(), 0.1);
+  amp::GradScaler scaler({.init_scale = 64.0, .growth_interval = 2});
+  const Tensor x = randn({6, 4}), y = randn({6, 2});
+  for (int step = 0; step < 3; ++step) {  // 64 -> 128 after two good steps, one more good step
+    opt.zero_grad();
+    scaler.scale(F::mse_loss(model->forward(x), y)).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  REQUIRE(scaler.get_scale() == 128.0);
+  REQUIRE(scaler.get_growth_tracker() == 1);
+  const std::string path = "amp_checkpoint.safetensors";
+  optim::save_checkpoint(path, {.model = model.ptr().get(), .optimizer = &opt, .step = 3, .scaler = &scaler});
+
+  nn::Linear other(4, 2);
+  optim::SGD other_opt(other->parameters(), 0.1);
+  amp::GradScaler restored;
+  const optim::TrainingState s = optim::load_checkpoint(path, {.model = other.ptr().get(), .optimizer = &other_opt, .scaler = &restored});
+  CHECK(s.step == 3);
+  CHECK(restored.get_scale() == 128.0);
+  CHECK(restored.get_growth_tracker() == 1);
+  CHECK(restored.options().growth_interval == 2);
+
+  // A checkpoint whose scaler entry is out of range: refused, the model and scaler untouched.
+  SafetensorsFile f = load_safetensors(path);
+  f.tensors["scaler._growth_tracker"] = scalar_tensor(int64_t(7), kInt64);
+  save_safetensors(path, f.tensors, f.metadata);
+  nn::Linear fresh(4, 2);
+  const std::vector<float> before = fresh->weight.to_vector<float>();
+  amp::GradScaler untouched({.init_scale = 4.0});
+  require_throws_with<SerializationError>(
+      [&] { optim::load_checkpoint(path, {.model = fresh.ptr().get(), .scaler = &untouched}); },
+      {path, "scaler.", "_growth_tracker"});
+  CHECK(fresh->weight.to_vector<float>() == before);
+  CHECK(untouched.get_scale() == 4.0);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("float16 autocast: gradients that underflow without the scaler train with it", "[amp]") {
