@@ -2,7 +2,7 @@
 // from Loom's nn modules, one JSON line per workload (the contract of torch_workloads.py,
 // which runs the same models in PyTorch):
 //
-//   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--flush-denormal] [WORKLOAD ...]
+//   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -19,6 +19,8 @@
 // 1-minute load average when the workload ended: the machines are shared, so read figures
 // beside it) and flush_denormal.
 //
+// --amp runs forward and loss under amp::AutocastGuard(device, dtype), as torch.autocast
+// (fp16 adds a GradScaler), as shared/peers/torch_workloads.py does; the JSON line says which.
 // --flush-denormal sets the CPU's flush-to-zero and denormals-are-zero modes on every thread
 // (as torch.set_flush_denormal(True)). Off by default, as in PyTorch. The LSTM backward
 // passes a gradient that decays over 256 steps into denormal floats, which make every GEMM
@@ -32,6 +34,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -215,7 +218,7 @@ const std::vector<Workload>& workloads() {
 
 // ---- running -----------------------------------------------------------------------------------
 
-void run(const Workload& w, Device device, int steps, bool flush_denormal) {
+void run(const Workload& w, Device device, int steps, bool flush_denormal, const std::string& amp) {
   steps = steps > 0 ? steps : w.default_steps;
   CountingAllocator* memory = count_allocations(device);
   // cuBLAS's handle and workspace are made on the first GEMM: make them now, so that the
@@ -228,13 +231,21 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal) {
   manual_seed(0);
   Task task = w.make(device);
   optim::Adam adam(task.model->parameters(), optim::AdamOptions(1e-3));
+  const std::optional<DType> amp_dtype =
+      amp == "bf16" ? std::optional<DType>(kBFloat16) : amp == "fp16" ? std::optional<DType>(kFloat16) : std::nullopt;
+  amp::GradScaler scaler({.enabled = amp == "fp16"});
   double loss = 0;
   const double seconds = bench::median_seconds(
       [&] {
         adam.zero_grad();
-        Tensor l = task.loss();
-        l.backward();
-        adam.step();
+        Tensor l;
+        {
+          amp::AutocastGuard autocast(device, amp_dtype, /*enabled=*/amp_dtype.has_value());
+          l = task.loss();
+        }
+        scaler.scale(l).backward();
+        scaler.step(adam);
+        scaler.update();
         loss = l.item<double>();  // on CUDA this copy waits for the step's kernels
       },
       kWarmupSteps, steps);
@@ -243,10 +254,11 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal) {
   std::printf(
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
-      "\"flush_denormal\":%s}\n",
+      "\"flush_denormal\":%s,\"amp\":\"%s\"}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(w.batch * w.seq) / seconds,
-      loss, peak_mem.c_str(), static_cast<long long>(peak_rss_bytes()), load1(), flush_denormal ? "true" : "false");
+      loss, peak_mem.c_str(), static_cast<long long>(peak_rss_bytes()), load1(), flush_denormal ? "true" : "false",
+      amp.empty() ? "off" : amp.c_str());
   std::fflush(stdout);
 }
 
@@ -273,7 +285,7 @@ std::string error_kind(const Error& e) {
 
 [[noreturn]] void usage(const char* argv0, const std::string& problem) {
   std::fprintf(stderr,
-               "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--flush-denormal] [WORKLOAD ...]\n"
+               "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -293,6 +305,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu";
   int steps = 0, threads = 0;
   bool flush_denormal = false;
+  std::string amp;
   std::vector<const Workload*> selected;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -303,6 +316,9 @@ int main(int argc, char** argv) {
       steps = positive_int("--steps", argv[++i], argv[0]);
     } else if (arg == "--threads" && has_value) {
       threads = positive_int("--threads", argv[++i], argv[0]);
+    } else if (arg == "--amp" && has_value) {
+      amp = argv[++i];
+      if (amp != "bf16" && amp != "fp16") usage(argv[0], "--amp expects bf16 or fp16, got '" + amp + "'");
     } else if (arg == "--flush-denormal") {
       flush_denormal = true;
     } else if (arg == "-h" || arg == "--help") {
@@ -326,7 +342,7 @@ int main(int argc, char** argv) {
                ": Loom was built without CUDA support (configure with -DLOOM_ENABLE_CUDA=ON or the 'cuda' preset)");
     if (threads > 0) set_num_threads(threads);
     if (flush_denormal) flush_denormals();
-    for (const Workload* w : selected) run(*w, device, steps, flush_denormal);
+    for (const Workload* w : selected) run(*w, device, steps, flush_denormal, amp);
   } catch (const Error& e) {
     std::fprintf(stderr, "loom-bench: %s: %s\n", error_kind(e).c_str(), e.what());
     return 1;
