@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """PyTorch peer of loom-bench: the training-step workloads of docs/benchmarks.md.
 
-    torch_workloads.py [--device cpu|cuda] [--steps N] [--threads N] [--flush-denormal] [WORKLOAD ...]
+    torch_workloads.py [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal] [WORKLOAD ...]
 
 One JSON line per workload, with the fields of loom-bench: workload, framework, device,
 threads, steps, ms_per_step (median of the measured steps after 2 warm-up steps; a step is
 zero_grad, forward, loss, backward, Adam(lr=1e-3) step on one fixed random batch),
 tokens_per_s, loss (of the last step), peak_mem_bytes (CUDA only: the caching allocator's
 peak of allocated tensor bytes), peak_rss_bytes (the process's peak resident set so far),
-load1 (1-minute load average at the end), flush_denormal (--flush-denormal:
+load1 (1-minute load average at the end), amp (--amp: forward and loss under
+torch.autocast(device, dtype), fp16 with a GradScaler, as shared/peers/torch_workloads.py), flush_denormal (--flush-denormal:
 torch.set_flush_denormal(True), off by default) and, on the CPU, blas: the BLAS library torch
 actually loaded. Debian's python3-torch takes whatever libblas.so.3 resolves to, which is
 the netlib reference BLAS (~1 GFLOP/s) unless OpenBLAS is installed or put first on
@@ -18,6 +19,7 @@ else torch's default.
 Run it with Debian's interpreter, /usr/bin/python3 (the python3 first on PATH has no torch).
 """
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -151,8 +153,10 @@ def sync(device):
 
 # ---- running -----------------------------------------------------------------------------------
 
-def run(name, device, steps, flush_denormal):
+def run(name, device, steps, flush_denormal, amp=None):
     make_model, make_batch, loss_fn, batch, seq, default_steps = WORKLOADS[name]
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
+    scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
     steps = steps or default_steps
     torch.manual_seed(0)
     model = make_model().to(device)
@@ -165,16 +169,22 @@ def run(name, device, steps, flush_denormal):
         sync(device)
         start = time.perf_counter()
         adam.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        adam.step()
+        with torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+            loss = loss_fn(model(x), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(adam)
+            scaler.update()
+        else:
+            loss.backward()
+            adam.step()
         sync(device)
         if i >= WARMUP_STEPS:
             times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
     line = {"workload": name, "framework": f"pytorch-{torch.__version__}", "device": device.type,
             "threads": torch.get_num_threads(), "steps": steps, "ms_per_step": round(seconds * 1e3, 3),
-            "tokens_per_s": round(batch * seq / seconds, 1), "loss": round(loss.item(), 5)}
+            "tokens_per_s": round(batch * seq / seconds, 1), "loss": round(loss.item(), 5), "amp": amp or "off"}
     if device.type == "cuda":
         line["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)
     line["peak_rss_bytes"] = peak_rss_bytes()
@@ -188,6 +198,8 @@ def main():
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--steps", type=int, default=0, help="measured steps (default: per workload)")
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (default: OMP_NUM_THREADS)")
+    parser.add_argument("--amp", choices=["bf16", "fp16"],
+                        help="forward and loss under torch.autocast (fp16 adds a GradScaler)")
     parser.add_argument("--flush-denormal", action="store_true",
                         help="flush denormal floats to zero (torch.set_flush_denormal(True))")
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
@@ -210,7 +222,7 @@ def main():
         print("torch_workloads.py: warning: torch is using the reference (netlib) BLAS, ~1 GFLOP/s; "
               "put OpenBLAS first (bench/compare.sh does) for a fair peer", file=sys.stderr)
     for name in args.workloads or WORKLOADS:
-        line = run(name, device, args.steps, args.flush_denormal)
+        line = run(name, device, args.steps, args.flush_denormal, args.amp)
         if blas:
             line["blas"] = blas
         print(json.dumps(line), flush=True)
