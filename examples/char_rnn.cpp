@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Train a character-level LSTM on a novel and sample from it"};
   std::string data_path = LOOM_EXAMPLES_DATA_DIR "/persuasion.txt";
   std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
+  std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
   size_t batch_size = 32, sample_length = 400;
   int64_t seq_len = 100, embed_dim = 32, hidden = 256, layers = 1;
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", temperature, "below 1: safer choices; above 1: wilder");
   app.add_option("--checkpoint", checkpoint, "save the weights here at the end (the vocabulary beside them)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
+  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   app.add_flag("--smoke-test", smoke_test, "3 quick epochs on 40k characters; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -204,6 +206,7 @@ int main(int argc, char** argv) {
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
     train::MetricsLog log(out_dir, "char_rnn");
+    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     size_t step = 0;
     double valid_loss = 0;

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   examples::TextTaskOptions data_options;
   data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
   std::string device_name = "cpu", out_dir = "runs/embedding_mean";
+  std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
   size_t batch_size = 32, workers = 2, dim = 64;
   double lr = 5e-3;
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "DataLoader worker threads");
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
+  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
     optim::AdamW optimizer(model->parameters(), lr);
 
     train::MetricsLog log(out_dir, "embedding_mean");
+    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     examples::Evaluation test{};
     for (int epoch = 0; epoch < epochs; ++epoch) {

@@ -10,7 +10,8 @@
 //   where an uninterrupted run would be: same batches, same dropout masks, same numbers)
 //   ./build/cpu/examples/text_classification --data path/to/aclImdb  # or any label<TAB>text file
 //
-// Writes metrics (CSV + JSONL), loss/accuracy curves (SVG) and a summary under --out.
+// Writes metrics (CSV + JSONL), loss/accuracy curves (SVG) and a summary under --out, and
+// with --tensorboard DIR the same metrics as TensorBoard event files (tensorboard --logdir DIR).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
   data_options.min_freq = 1;
   std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
+  std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128;
   double lr = 3e-3, dropout = 0.3;
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   app.add_option("--resume", resume, "continue from this checkpoint");
   app.add_option("--stop-after", stop_after, "stop after this many epochs of this run, as if interrupted");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
+  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
     train_loader.set_epoch(start_epoch);  // the shuffle order of the epoch we resume at
 
     train::MetricsLog log(out_dir, "text_classification");
+    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     examples::Evaluation test{};
     const int64_t end_epoch = stop_after > 0 ? std::min<int64_t>(epochs, start_epoch + stop_after) : epochs;

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Forecast weekly CO2 at Mauna Loa with an LSTM or RNN"};
   std::string data_path = LOOM_EXAMPLES_DATA_DIR "/co2_weekly.csv";
   std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
+  std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 30, threads = 0;
   size_t batch_size = 32, input_length = 52, horizon = 8;
   int64_t hidden = 64, layers = 1;
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed);
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--out", out_dir, "folder for metrics, plots and the summary");
+  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 400 weeks; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) epochs = 8;
@@ -136,6 +138,7 @@ int main(int argc, char** argv) {
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
     train::MetricsLog log(out_dir, "timeseries");
+    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     size_t step = 0;
     for (int epoch = 0; epoch < epochs; ++epoch) {

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Installs Loom's build dependencies with apt-get (Debian/Ubuntu). Idempotent: does
-# nothing when everything is present, and runs `apt-get update` only if something is
+# Installs Loom's build dependencies with apt-get (Debian/Ubuntu), and the Python tools of
+# the tests (TensorBoard, from PyPI) in a virtual environment at .venv-tools/. Idempotent:
+# does nothing when everything is present, and runs `apt-get update` only if something is
 # missing. Works as root, or through sudo otherwise.
 set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # clang-14 + libclang-rt-14-dev: the libFuzzer target (scripts/fuzz.sh); python3-torch:
 # the PyTorch interop test (tests/interop) and the golden-fixture scripts (tests/golden);
-# libcli11-dev: the command lines of the programs in examples/; python3: the layering test.
+# libcli11-dev: the command lines of the programs in examples/; python3: the layering test;
+# python3-venv: the virtual environment of the TensorBoard reader test (tools_venv below).
 packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
-          clang-14 libclang-rt-14-dev python3 python3-torch)
+          clang-14 libclang-rt-14-dev python3 python3-torch python3-venv)
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {
@@ -18,6 +21,23 @@ check_cmake() {
     echo "install-deps: CMake $version is too old; Loom needs 3.25 or newer" >&2
     exit 1
   fi
+}
+
+# .venv-tools/: PyPI's tensorboard for the CTest test tensorboard_reader, which reads Loom's
+# event files with TensorBoard's own EventAccumulator (tests/tensorboard/read_events.py).
+# Made with Debian's python3; kept when it exists and imports fine, remade otherwise.
+venv=.venv-tools
+tools_venv() {
+  if [ -x "$venv/bin/python" ] &&
+     "$venv/bin/python" -c 'import tensorboard.backend.event_processing.event_accumulator' 2>/dev/null; then
+    echo "install-deps: $venv has tensorboard $("$venv/bin/python" -c 'import tensorboard; print(tensorboard.__version__)')"
+    return
+  fi
+  echo "install-deps: making $venv with tensorboard from PyPI"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check tensorboard
+  "$venv/bin/python" -c 'import tensorboard.backend.event_processing.event_accumulator'
 }
 
 missing=()
@@ -30,6 +50,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   check_cmake
   echo "install-deps: all dependencies present (${packages[*]})"
+  tools_venv
   exit 0
 fi
 
@@ -51,4 +72,5 @@ echo "install-deps: installing ${missing[*]}"
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 check_cmake
+tools_venv
 echo "install-deps: done"

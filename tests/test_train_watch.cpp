@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "fake_clock.h"
 #include "test_util.h"
 #include "train/train.h"
 
@@ -34,6 +35,7 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+using loom::test::FakeClock;
 using loom::test::TempDir;
 
 std::string read_text(const std::string& path) {
@@ -55,13 +57,6 @@ size_t count(const std::string& haystack, const std::string& needle) {
   return n;
 }
 
-// A clock the test moves by hand.
-struct FakeClock {
-  double now = 0;
-  Clock clock() {
-    return [this] { return now; };
-  }
-};
 
 }  // namespace
 

@@ -77,10 +77,16 @@ void MetricsLog::open(Table& t, const std::string& dir, const std::string& kind,
 
 void MetricsLog::log_step(size_t epoch, size_t step, const Values& values) {
   append(steps_, Row{epoch, step, clock_() - start_, values});
+  if (tensorboard_) {
+    for (const auto& [k, v] : values) tensorboard_->add_scalar("step/" + k, v, static_cast<int64_t>(step));
+  }
 }
 
 void MetricsLog::log_epoch(size_t epoch, const Values& values) {
   append(epochs_, Row{epoch, 0, clock_() - start_, values});
+  if (tensorboard_) {
+    for (const auto& [k, v] : values) tensorboard_->add_scalar("epoch/" + k, v, static_cast<int64_t>(epoch));
+  }
   flush();
 }
 
@@ -90,6 +96,11 @@ void MetricsLog::flush() {
     t->jsonl.flush();
     check_written(*t);
   }
+  if (tensorboard_) tensorboard_->flush();
+}
+
+void MetricsLog::write_tensorboard(const std::string& log_dir) {
+  tensorboard_ = std::make_unique<SummaryWriter>(log_dir);
 }
 
 std::vector<std::string> MetricsLog::paths() const {

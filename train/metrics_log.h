@@ -12,10 +12,17 @@
 // round-trip form); NaN and infinities are nan/inf/-inf in the CSV and null in JSON (which
 // has no NaN). Every log_epoch flushes all four files, so a crash loses at most the steps
 // of the epoch in progress.
+//
+//   log.write_tensorboard("runs/tb/sentiment");
+//
+// also writes every row from then on as TensorBoard scalars (summary_writer.h): a step
+// row's values as "step/<key>" at the step number, an epoch row's as "epoch/<key>" at the
+// epoch number; flushed with the files.
 #pragma once
 
 #include <cstddef>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +30,7 @@
 #include <vector>
 
 #include "train/progress.h"  // Clock
+#include "train/summary_writer.h"
 
 namespace loom::train {
 
@@ -50,6 +58,9 @@ class MetricsLog {
   void log_step(size_t epoch, size_t step, const Values& values);
   void log_epoch(size_t epoch, const Values& values);
   void flush();
+  // Mirrors the rows to a SummaryWriter on log_dir (above); SerializationError as its.
+  void write_tensorboard(const std::string& log_dir);
+  const SummaryWriter* tensorboard() const { return tensorboard_.get(); }
 
   const std::vector<Row>& steps() const { return steps_.rows; }
   const std::vector<Row>& epochs() const { return epochs_.rows; }
@@ -78,6 +89,7 @@ class MetricsLog {
   Clock clock_;
   double start_;
   Table steps_, epochs_;
+  std::unique_ptr<SummaryWriter> tensorboard_;  // null unless write_tensorboard was called
 };
 
 }  // namespace loom::train
