@@ -53,5 +53,12 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 Tensor bernoulli(const Tensor& p);                              // same shape, 0/1 of p's dtype
 Tensor bernoulli(const Shape& shape, double p, TensorOptions options = {});  // floating dtype, 1 w.p. p
 Tensor randperm(int64_t n, TensorOptions options = kInt64);
+// As torch.multinomial: num_samples int64 category indices per row of the non-negative
+// weights probs (1-D: (num_samples,); 2-D (rows, categories): (rows, num_samples)), which
+// need not sum to 1. Without replacement the indices of a row are distinct. Draws from
+// `generator` (the global one when null), with the same samples on every device for the
+// same seed (Note [multinomial draws], kernels/multinomial_math.h).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   Generator* generator = nullptr);
 
 }  // namespace loom

@@ -15,6 +15,10 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor softmax(const Tensor& x, int64_t dim);
+// torch.sort / argsort / topk (the Tensor methods of the same names).
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // weight (num_embeddings, dim), indices (...) of int64/int32 -> (..., dim).
 // Rows at padding_idx (if >= 0) get no gradient.

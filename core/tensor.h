@@ -21,7 +21,8 @@
 
 namespace loom {
 
-class Node;  // autograd/node.h
+class Node;       // autograd/node.h
+class Generator;  // core/generator.h
 
 using Dims = std::vector<int64_t>;
 
@@ -248,6 +249,18 @@ class Tensor {
   Tensor logsumexp(int64_t dim, bool keepdim = false) const { return logsumexp(Dims{dim}, keepdim); }
   Tensor norm(double p = 2.0, const Dims& dims = {}, bool keepdim = false) const;
   Tensor cumsum(int64_t dim) const;
+
+  // ---- sorting (autograd/functions/sort.cpp; the order: Note [sort order], kernels/sort_math.h)
+  // As torch.sort: stable (equal elements keep their order), NaN sorts as the largest.
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, bool stable = true) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = true) const;
+  // The k largest (or smallest) along dim, largest first (smallest first), with indices;
+  // of equal values the lowest indices come first. ValueError unless 0 <= k <= size(dim).
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  // num_samples category indices (int64) per row of these non-negative weights (1-D, or
+  // 2-D rows), as torch.multinomial; from `generator`, or the global one when null
+  // (kernels/factories.cpp).
+  Tensor multinomial(int64_t num_samples, bool replacement = false, Generator* generator = nullptr) const;
 
   // ---- linear algebra, softmax, indexing -------------------------------------------------------
   Tensor matmul(const Tensor& other) const;

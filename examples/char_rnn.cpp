@@ -6,6 +6,7 @@
 //   ./build/cpu/examples/char_rnn                          # defaults: about two minutes
 //   ./build/cpu/examples/char_rnn --prompt "Captain Wentworth" --temperature 0.5
 //   ./build/cpu/examples/char_rnn --epochs 20 --hidden 512 --checkpoint persuasion.safetensors
+//   ./build/cpu/examples/char_rnn --top-k 5                # sample from the 5 likeliest characters
 //
 // Writes metrics (CSV + JSONL), the loss curves (SVG) and a summary under --out.
 #include <CLI/CLI.hpp>
@@ -113,27 +114,27 @@ double evaluate(Loader& loader, CharLSTM& model, Device device) {
   return loss_sum / count;
 }
 
-// An index drawn with the given probabilities (V), as torch.multinomial(probs, 1): a
-// uniform number against their running sum.
-int64_t draw(const Tensor& probs) {
-  const std::vector<double> cumulative = probs.cumsum(0).to_vector<double>();
-  const double u = rand({1}, kFloat64).item<double>() * cumulative.back();
-  const auto it = std::upper_bound(cumulative.begin(), cumulative.end(), u);
-  return std::min<int64_t>(it - cumulative.begin(), static_cast<int64_t>(cumulative.size()) - 1);
+// The next character from the last step's logits (V): drawn with multinomial from
+// softmax(logits / temperature), or, with top_k > 0, from the top_k likeliest characters
+// only (top-k sampling: the long tail of unlikely ones can no longer be drawn).
+int64_t next_character(const Tensor& logits, double temperature, int64_t top_k) {
+  const Tensor scaled = logits / temperature;  // (V)
+  if (top_k <= 0 || top_k >= scaled.size(0)) return multinomial(scaled.softmax(0), 1).item<int64_t>();
+  const auto [best, at] = scaled.topk(top_k);  // (K) logits, largest first, and their characters
+  return at[multinomial(best.softmax(0), 1).item<int64_t>()].item<int64_t>();
 }
 
-// The prompt and `length` characters after it, each drawn from softmax(logits / temperature)
-// and fed back in while the LSTM's state carries everything read so far.
+// The prompt and `length` characters after it, each drawn by next_character and fed back in
+// while the LSTM's state carries everything read so far.
 std::string sample(CharLSTM& model, const data::Vocab& vocab, const std::string& prompt, size_t length,
-                   double temperature, Device device) {
+                   double temperature, int64_t top_k, Device device) {
   NoGradGuard no_grad;
   model.eval();
   const std::vector<int64_t> ids = vocab.encode(characters(prompt));
   auto [logits, state] = model.forward(from_vector(ids, {1, static_cast<int64_t>(ids.size())}).to(device));
   std::string text = prompt;
   for (size_t i = 0; i < length; ++i) {
-    Tensor probs = (logits[0][-1] / temperature).softmax(0);  // the last step's (V)
-    const int64_t next = draw(probs.cpu());
+    const int64_t next = next_character(logits[0][-1], temperature, top_k);
     text += vocab.token(next) == kNewline ? "\n" : vocab.token(next);
     std::tie(logits, state) = model.forward(from_vector<int64_t>({next}, {1, 1}).to(device), state);
   }
@@ -148,7 +149,7 @@ int main(int argc, char** argv) {
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
   size_t batch_size = 32, sample_length = 400;
-  int64_t seq_len = 100, embed_dim = 32, hidden = 256, layers = 1;
+  int64_t seq_len = 100, embed_dim = 32, hidden = 256, layers = 1, top_k = 0;
   double lr = 3e-3, temperature = 0.8;
   uint64_t seed = 0;
   bool smoke_test = false;
@@ -166,6 +167,7 @@ int main(int argc, char** argv) {
   app.add_option("--prompt", prompt, "text the sample starts from");
   app.add_option("--sample-length", sample_length, "characters to generate");
   app.add_option("--temperature", temperature, "below 1: safer choices; above 1: wilder");
+  app.add_option("--top-k", top_k, "sample only from the K likeliest characters (0: all)");
   app.add_option("--checkpoint", checkpoint, "save the weights here at the end (the vocabulary beside them)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
@@ -180,6 +182,7 @@ int main(int argc, char** argv) {
     LOOM_CHECK(epochs > 0, ValueError, "--epochs must be positive, got ", epochs);
     LOOM_CHECK(!prompt.empty(), ValueError, "--prompt must not be empty");
     LOOM_CHECK(temperature > 0, ValueError, "--temperature must be positive, got ", temperature);
+    LOOM_CHECK(top_k >= 0, ValueError, "--top-k must be 0 (off) or positive, got ", top_k);
     if (threads > 0) set_num_threads(threads);
     manual_seed(seed);
     const Device device(device_name);
@@ -255,8 +258,9 @@ int main(int argc, char** argv) {
     summary.set("valid_perplexity", std::exp(valid_loss));
     summary.record_device_peak(device);
     std::printf("%s", summary.format("chars").c_str());
-    std::printf("sample (temperature %.2f):\n%s\n", temperature,
-                sample(*model, vocab, prompt, sample_length, temperature, device).c_str());
+    std::printf("sample (temperature %.2f%s):\n%s\n", temperature,
+                top_k > 0 ? (", top-k " + std::to_string(top_k)).c_str() : "",
+                sample(*model, vocab, prompt, sample_length, temperature, top_k, device).c_str());
     if (smoke_test && !examples::loss_fell(log)) return 1;
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "char_rnn: %s\n", e.what());

@@ -35,11 +35,13 @@ struct Backend {
   void (*bernoulli)(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offset) = nullptr;
   void (*bernoulli_scalar)(const Tensor& dst, double p, uint64_t seed, uint64_t offset) = nullptr;
   decltype(&kernels::randint) randint = nullptr;
+  decltype(&kernels::multinomial) multinomial = nullptr;
 
   decltype(&kernels::reduce) reduce = nullptr;
   decltype(&kernels::arg_reduce) arg_reduce = nullptr;
   decltype(&kernels::variance) variance = nullptr;
   decltype(&kernels::cumsum) cumsum = nullptr;
+  decltype(&kernels::sort) sort = nullptr;
   decltype(&kernels::softmax) softmax = nullptr;
   decltype(&kernels::softmax_backward) softmax_backward = nullptr;
   decltype(&kernels::bmm) bmm = nullptr;

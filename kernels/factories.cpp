@@ -231,4 +231,30 @@ Tensor randperm(int64_t n, TensorOptions options) {
   return from_vector(idx, {n}, options);
 }
 
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* generator) {
+  const char* op = "multinomial";
+  LOOM_CHECK(probs.dim() == 1 || probs.dim() == 2, ShapeError, op,
+             ": expected 1-D or 2-D (rows of) weights, got shape ", shape_str(probs.sizes()));
+  LOOM_CHECK(probs.is_floating_point(), DTypeError, op, ": expected floating-point weights, got ",
+             dtype_name(probs.dtype()));
+  const int64_t categories = probs.size(-1);
+  LOOM_CHECK(categories > 0, ValueError, op, ": weights of shape ", shape_str(probs.sizes()),
+             " have no categories to draw from");
+  LOOM_CHECK(num_samples > 0, ValueError, op, ": num_samples must be positive, got ", num_samples);
+  LOOM_CHECK(replacement || num_samples <= categories, ValueError, op, ": cannot draw ", num_samples,
+             " samples without replacement from ", categories, " categories (weights of shape ",
+             shape_str(probs.sizes()), ")");
+  const Tensor rows = (probs.dim() == 1 ? probs.detach().reshape({1, categories}) : probs.detach()).contiguous();
+  Tensor out = empty({rows.size(0), num_samples}, TensorOptions(kInt64).device(probs.device()));
+  // Philox counters per (row, sample) or (row, category): Note [multinomial draws].
+  Generator& g = generator != nullptr ? *generator : default_generator();
+  const int64_t draws = rows.size(0) * (replacement ? num_samples : categories);
+  kernels::multinomial(out, rows, replacement, g.seed(), g.reserve(blocks_for(draws)));
+  return probs.dim() == 1 ? out.reshape({num_samples}) : out;
+}
+
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement, Generator* generator) const {
+  return loom::multinomial(*this, num_samples, replacement, generator);
+}
+
 }  // namespace loom

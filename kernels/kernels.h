@@ -54,6 +54,12 @@ void bernoulli(const Tensor& dst, const Tensor& p, uint64_t seed, uint64_t offse
 // waits for the GPU (dropout calls it on every step).
 void bernoulli(const Tensor& dst, double p, uint64_t seed, uint64_t offset);
 void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
+// out (rows, num_samples) int64 = category draws from each row of the non-negative
+// weights probs (rows, categories), both contiguous, probs floating. ValueError naming the
+// row for a negative, inf or NaN weight, a row summing to 0, or (without replacement)
+// fewer non-zero weights than samples. Draws and their Philox counters:
+// kernels/multinomial_math.h (Note [multinomial draws]); the caller reserves them.
+void multinomial(const Tensor& out, const Tensor& probs, bool replacement, uint64_t seed, uint64_t offset);
 
 // out has in's shape with `dims` removed (keepdim is the caller's view business).
 // Sum/Mean/Prod accumulate in opmath (float for 16-bit floats). Empty dims is not allowed.
@@ -65,6 +71,12 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
 // Sum of (x - mean)^2 along dims, divided by (count - correction). out as in reduce.
 void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction);
 void cumsum(const Tensor& out, const Tensor& in, int64_t dim);
+// The first k = values.size(1) elements of each row of in (rows, n) in sorted order
+// (Note [sort order] in kernels/sort_math.h: stable, NaN largest), with their int64
+// positions in the row: sort is k = n, topk any k <= n. Unlike the other kernels this one
+// takes contiguous rows (the caller moves the sorted dim last); values (rows, k) has in's
+// dtype, indices (rows, k) is int64, both contiguous.
+void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending);
 
 // Softmax or log-softmax along dim; out has in's shape.
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log);

@@ -107,6 +107,14 @@ void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64
   slot(route("randint", {&dst}), &Backend::randint, "randint")(dst, low, high, seed, offset);
 }
 
+void multinomial(const Tensor& out, const Tensor& probs, bool replacement, uint64_t seed, uint64_t offset) {
+  const char* op = "multinomial";
+  LOOM_ASSERT(out.dim() == 2 && probs.dim() == 2 && out.size(0) == probs.size(0) && out.dtype() == kInt64 &&
+                  out.is_contiguous() && probs.is_contiguous(),
+              op, ": bad arguments");
+  slot(route(op, {&out, &probs}), &Backend::multinomial, op)(out, probs, replacement, seed, offset);
+}
+
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const Dims& dims) {
   slot(route("reduce", {&out, &in}), &Backend::reduce, "reduce")(op, out, in, dims);
 }
@@ -122,6 +130,16 @@ void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t cor
 
 void cumsum(const Tensor& out, const Tensor& in, int64_t dim) {
   slot(route("cumsum", {&out, &in}), &Backend::cumsum, "cumsum")(out, in, dim);
+}
+
+void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending) {
+  const char* op = "sort";
+  LOOM_ASSERT(in.dim() == 2 && values.dim() == 2 && values.sizes() == indices.sizes() &&
+                  values.size(0) == in.size(0) && values.size(1) <= in.size(1) && values.dtype() == in.dtype() &&
+                  indices.dtype() == kInt64 && in.is_contiguous() && values.is_contiguous() &&
+                  indices.is_contiguous(),
+              op, ": bad arguments");
+  slot(route(op, {&values, &indices, &in}), &Backend::sort, op)(values, indices, in, descending);
 }
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {

@@ -226,6 +226,42 @@ std::string Module::str() const {
   return s + ")";
 }
 
-std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.str(); }
+int64_t Module::parameter_count(bool trainable_only) const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters())
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  return n;
+}
+
+int64_t Module::register_forward_hook(ForwardHook hook) {
+  LOOM_CHECK(hook != nullptr, ValueError, type_name(), ".register_forward_hook: the hook is empty");
+  forward_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_hook(int64_t id) {
+  std::erase_if(forward_hooks_, [id](const auto& entry) { return entry.first == id; });
+}
+
+void Module::run_forward_hooks(const Tensor& output) {
+  // A copy: a hook may remove itself (or others) while running.
+  const auto hooks = forward_hooks_;
+  for (const auto& [id, hook] : hooks) hook(*this, output);
+}
+
+std::string format_count(int64_t n) {
+  const std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) {
+  return os << m.str() << "\nParameters: " << format_count(m.parameter_count()) << " total, "
+            << format_count(m.parameter_count(true)) << " trainable";
+}
 
 }  // namespace loom::nn

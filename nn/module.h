@@ -15,9 +15,12 @@
 //   };
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,6 +103,19 @@ class Module : public std::enable_shared_from_this<Module> {
   // The part inside the parentheses of this module's line, e.g. "in_features=4, ...".
   virtual std::string extra_repr() const { return ""; }
   std::string str() const;  // the module tree, as print(model)
+  // Elements in parameters(): all of them, or those that require grad (trainable).
+  int64_t parameter_count(bool trainable_only = false) const;
+
+  // ---- forward hooks (as register_forward_hook) --------------------------------------------
+  // hook(module, output) runs after every forward called through a handle (fc(x), and so
+  // every layer a model or a Sequential calls), with its output: the tensor returned, or
+  // the first of a returned pair or tuple, a result struct's `output` or `h` (an RNN's
+  // RNNOutput, a cell's RNNState); undefined for other results. The id removes it again.
+  using ForwardHook = std::function<void(Module& module, const Tensor& output)>;
+  int64_t register_forward_hook(ForwardHook hook);
+  void remove_forward_hook(int64_t id);
+  bool has_forward_hooks() const { return !forward_hooks_.empty(); }
+  void run_forward_hooks(const Tensor& output);
 
  protected:
   bool training_ = true;
@@ -115,9 +131,36 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<int64_t, ForwardHook>> forward_hooks_;
+  int64_t next_hook_id_ = 0;
 };
 
+// The module tree (str()), then a line with the parameter counts, total and trainable:
+// "Parameters: 58 total, 58 trainable".
 std::ostream& operator<<(std::ostream& os, const Module& m);
+// A count with thousands separators, "1,234,567" (print and summary).
+std::string format_count(int64_t n);
+
+namespace detail {
+// The output a forward hook sees: the tensor, or the first element of a pair or tuple.
+inline Tensor hook_output(const Tensor& t) { return t; }
+template <typename A, typename B>
+Tensor hook_output(const std::pair<A, B>& p) {
+  return hook_output(p.first);
+}
+template <typename... Ts>
+Tensor hook_output(const std::tuple<Ts...>& t) {
+  if constexpr (sizeof...(Ts) > 0) return hook_output(std::get<0>(t));
+  else return Tensor();
+}
+// A result struct's `output` (RNNOutput) or `h` (RNNState, a cell's state).
+template <typename T>
+Tensor hook_output(const T& result) {
+  if constexpr (requires { Tensor(result.output); }) return result.output;
+  else if constexpr (requires { Tensor(result.h); }) return result.h;
+  else return Tensor();
+}
+}  // namespace detail
 
 // A shared handle to a module implementation, as LibTorch's ModuleHolder:
 // nn::Linear(4, 2) constructs a LinearImpl(4, 2); fc(x) calls fc->forward(x).
@@ -144,9 +187,18 @@ class ModuleHolder {
   const std::shared_ptr<Impl>& ptr() const { return impl_; }
   bool is_empty() const { return impl_ == nullptr; }
 
+  // forward, then the module's forward hooks (Module::register_forward_hook) on its result.
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
-    return checked()->forward(std::forward<Args>(args)...);
+    Impl* m = checked();
+    using Result = decltype(m->forward(std::forward<Args>(args)...));
+    if constexpr (std::is_void_v<Result> || std::is_reference_v<Result>) {
+      return m->forward(std::forward<Args>(args)...);
+    } else {
+      Result out = m->forward(std::forward<Args>(args)...);
+      if (m->has_forward_hooks()) m->run_forward_hooks(detail::hook_output(out));
+      return out;
+    }
   }
 
  private:

@@ -11,3 +11,4 @@
 #include "nn/module.h"
 #include "nn/rnn.h"
 #include "nn/sequential.h"
+#include "nn/summary.h"

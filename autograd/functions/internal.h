@@ -10,6 +10,9 @@ namespace loom {
 Tensor broadcast_to_shape(const Tensor& t, const Shape& shape, const char* op);
 // Throws DeviceError naming `op` unless all defined tensors share a device.
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+// dim wrapped into [0, t.dim()) (a 0-dim tensor takes 0 and -1, as one of size 1); the
+// IndexError names the op and the shape.
+int64_t checked_dim(const Tensor& t, int64_t dim, const char* op);
 // The tensor's dims as a sorted, wrapped, de-duplicated list; empty `dims` means all.
 Dims reduction_dims(const Tensor& t, const Dims& dims, const char* op);
 // The shape t has after reducing `dims` (sorted, wrapped).

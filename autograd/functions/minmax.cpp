@@ -11,14 +11,6 @@
 namespace loom {
 namespace {
 
-// Wraps dim; the IndexError names the op and the shape.
-int64_t checked_dim(const Tensor& t, int64_t dim, const char* op) {
-  const int64_t n = std::max<int64_t>(t.dim(), 1);
-  LOOM_CHECK(dim >= -n && dim < n, IndexError, op, ": dim ", dim, " is out of range for a tensor of shape ",
-             shape_str(t.sizes()), " (expected [", -n, ", ", n - 1, "])");
-  return wrap_dim(dim, t.dim(), op);
-}
-
 Tensor extremum_all(const Tensor& self, bool is_max) {
   const kernels::ReduceOp op = is_max ? kernels::ReduceOp::Max : kernels::ReduceOp::Min;
   const char* name = kernels::op_info(op).name;

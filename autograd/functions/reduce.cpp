@@ -9,6 +9,13 @@
 
 namespace loom {
 
+int64_t checked_dim(const Tensor& t, int64_t dim, const char* op) {
+  const int64_t n = std::max<int64_t>(t.dim(), 1);
+  LOOM_CHECK(dim >= -n && dim < n, IndexError, op, ": dim ", dim, " is out of range for a tensor of shape ",
+             shape_str(t.sizes()), " (expected [", -n, ", ", n - 1, "])");
+  return wrap_dim(dim, t.dim(), op);
+}
+
 Dims reduction_dims(const Tensor& t, const Dims& dims, const char* op) {
   Dims out;
   if (dims.empty()) {

@@ -10,6 +10,8 @@ const Backend& cpu_backend() {
     cpu::add_random_kernels(b);
     cpu::add_reduce_kernels(b);
     cpu::add_arg_reduce_kernels(b);
+    cpu::add_sort_kernels(b);
+    cpu::add_multinomial_kernels(b);
     cpu::add_softmax_kernels(b);
     cpu::add_matmul_kernels(b);
     cpu::add_index_kernels(b);

@@ -10,6 +10,8 @@ void add_elementwise_kernels(Backend& b);  // kernels/cpu/elementwise.cpp
 void add_random_kernels(Backend& b);       // random.cpp
 void add_reduce_kernels(Backend& b);       // reduce.cpp
 void add_arg_reduce_kernels(Backend& b);   // arg_reduce.cpp (with variance, cumsum)
+void add_sort_kernels(Backend& b);         // sort.cpp (sort, topk)
+void add_multinomial_kernels(Backend& b);  // multinomial.cpp
 void add_softmax_kernels(Backend& b);      // softmax.cpp
 void add_matmul_kernels(Backend& b);       // matmul.cpp
 void add_index_kernels(Backend& b);        // index.cpp

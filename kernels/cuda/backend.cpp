@@ -13,6 +13,8 @@ const Backend* cuda_backend() {
     cuda::add_transfer_kernels(b);
     cuda::add_random_kernels(b);
     cuda::add_reduce_kernels(b);
+    cuda::add_sort_kernels(b);
+    cuda::add_multinomial_kernels(b);
     cuda::add_softmax_kernels(b);
     cuda::add_blas_kernels(b);
     cuda::add_index_kernels(b);

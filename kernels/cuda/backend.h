@@ -14,6 +14,8 @@ void add_copy_kernels(Backend& b);         // elementwise_copy.cu (where, copy, 
 void add_transfer_kernels(Backend& b);     // transfer.cpp (host <-> device, device <-> device)
 void add_random_kernels(Backend& b);       // random.cu
 void add_reduce_kernels(Backend& b);       // reduce.cu (with arg_reduce, variance, cumsum)
+void add_sort_kernels(Backend& b);         // sort.cu (sort, topk)
+void add_multinomial_kernels(Backend& b);  // multinomial.cu
 void add_softmax_kernels(Backend& b);      // softmax.cu
 void add_blas_kernels(Backend& b);         // blas.cpp (cuBLAS)
 void add_index_kernels(Backend& b);        // index.cu
