@@ -7,9 +7,12 @@
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
 #include "kernels/kernels.h"
+#include "optim/state_entry.h"
 
 namespace loom::amp {
 namespace {
+
+using optim::state_entry;
 
 constexpr const char* kWho = "GradScaler";
 
@@ -22,18 +25,6 @@ void check_options(const GradScalerOptions& o) {
              ": backoff_factor must be in (0, 1), got ", o.backoff_factor);
   LOOM_CHECK(o.growth_interval >= 1 && o.growth_interval <= INT32_MAX, ValueError, kWho,
              ": growth_interval must be in [1, 2^31), got ", o.growth_interval);
-}
-
-// state[key] as one value of `dtype`, or a ValueError naming the key.
-Tensor entry(const optim::StateDict& state, const std::string& key, DType dtype) {
-  auto it = state.find(key);
-  LOOM_CHECK(it != state.end(), ValueError, kWho, ".load_state_dict: missing key '", key, "'");
-  const Tensor& t = it->second;
-  LOOM_CHECK(t.defined() && t.numel() == 1 && t.dtype() == dtype, ValueError, kWho, ".load_state_dict: '", key,
-             "' must be one ", dtype_name(dtype), " value, got ",
-             t.defined() ? std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.sizes())
-                         : std::string("an undefined tensor"));
-  return t;
 }
 
 }  // namespace
@@ -154,16 +145,16 @@ GradScaler::LoadedState GradScaler::check_state_dict(const optim::StateDict& sta
   for (const auto& [key, value] : state)
     LOOM_CHECK(known.count(key), ValueError, kWho, ".load_state_dict: unexpected key '", key, "'");
   GradScalerOptions& o = loaded.options;
-  o.init_scale = entry(state, "scale", kFloat64).item<double>();
-  o.growth_factor = entry(state, "growth_factor", kFloat64).item<double>();
-  o.backoff_factor = entry(state, "backoff_factor", kFloat64).item<double>();
-  o.growth_interval = entry(state, "growth_interval", kInt64).item<int64_t>();
+  o.init_scale = state_entry(state, "scale", kFloat64, kWho).item<double>();
+  o.growth_factor = state_entry(state, "growth_factor", kFloat64, kWho).item<double>();
+  o.backoff_factor = state_entry(state, "backoff_factor", kFloat64, kWho).item<double>();
+  o.growth_interval = state_entry(state, "growth_interval", kInt64, kWho).item<int64_t>();
   try {
     check_options(o);
   } catch (const ValueError& e) {
     throw ValueError(std::string(kWho) + ".load_state_dict: " + e.what());
   }
-  loaded.growth_tracker = entry(state, "_growth_tracker", kInt64).item<int64_t>();
+  loaded.growth_tracker = state_entry(state, "_growth_tracker", kInt64, kWho).item<int64_t>();
   LOOM_CHECK(loaded.growth_tracker >= 0 && loaded.growth_tracker < o.growth_interval, ValueError, kWho,
              ".load_state_dict: '_growth_tracker' must be in [0, growth_interval = ", o.growth_interval, "), got ",
              loaded.growth_tracker);

@@ -11,34 +11,20 @@
 #include "optim/adam.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
+#include "optim/state_entry.h"
 
 namespace loom::optim {
 namespace {
 
-std::string describe(const Tensor& t) {
-  if (!t.defined()) return "an undefined tensor";
-  return std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.sizes());
-}
-
-// state[key] as one element of `dtype`, or a ValueError naming the key.
-const Tensor& entry(const StateDict& state, const std::string& key, DType dtype, const std::string& who) {
-  auto it = state.find(key);
-  LOOM_CHECK(it != state.end(), ValueError, who, ".load_state_dict: missing key '", key, "'");
-  const Tensor& t = it->second;
-  LOOM_CHECK(t.defined() && t.numel() == 1 && t.dtype() == dtype, ValueError, who, ".load_state_dict: '", key,
-             "' must be one ", dtype_name(dtype), " value, got ", describe(t));
-  return t;
-}
-
 int64_t count_entry(const StateDict& state, const std::string& key, const std::string& who) {
-  const int64_t v = entry(state, key, kInt64, who).item<int64_t>();
+  const int64_t v = state_entry(state, key, kInt64, who).item<int64_t>();
   LOOM_CHECK(v >= 0, ValueError, who, ".load_state_dict: '", key, "' must be non-negative, got ", v);
   LOOM_CHECK(v <= kMaxStateCount, ValueError, who, ".load_state_dict: '", key, "' must be at most 2^62, got ", v);
   return v;
 }
 
 double real_entry(const StateDict& state, const std::string& key, const std::string& who) {
-  const double v = entry(state, key, kFloat64, who).item<double>();
+  const double v = state_entry(state, key, kFloat64, who).item<double>();
   LOOM_CHECK(!std::isnan(v), ValueError, who, ".load_state_dict: '", key, "' is NaN");
   return v;
 }
@@ -269,7 +255,7 @@ PlateauState read_plateau_state(const StateDict& state) {
                             "threshold", "threshold_mode", "cooldown", "min_lr", "eps"},
                            who);
   auto choice = [&](const std::string& key, const char* const (&names)[2]) -> std::string {
-    const int64_t v = entry(state, key, kInt64, who).item<int64_t>();
+    const int64_t v = state_entry(state, key, kInt64, who).item<int64_t>();
     LOOM_CHECK(v == 0 || v == 1, ValueError, who, ".load_state_dict: '", key, "' must be 0 ('", names[0], "') or 1 ('",
                names[1], "'), got ", v);
     return names[v];
@@ -282,10 +268,10 @@ PlateauState read_plateau_state(const StateDict& state) {
   ReduceLROnPlateauOptions& o = out.options;
   o.mode_ = choice("mode", kModes);
   o.factor_ = real_entry(state, "factor", who);
-  o.patience_ = entry(state, "patience", kInt64, who).item<int64_t>();
+  o.patience_ = state_entry(state, "patience", kInt64, who).item<int64_t>();
   o.threshold_ = real_entry(state, "threshold", who);
   o.threshold_mode_ = choice("threshold_mode", kThresholdModes);
-  o.cooldown_ = entry(state, "cooldown", kInt64, who).item<int64_t>();
+  o.cooldown_ = state_entry(state, "cooldown", kInt64, who).item<int64_t>();
   o.min_lr_ = real_entry(state, "min_lr", who);
   o.eps_ = real_entry(state, "eps", who);
   check_plateau_options(o, who + ".load_state_dict");

@@ -9,6 +9,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
+#include "optim/state_entry.h"
 
 namespace loom::optim {
 
@@ -75,11 +76,6 @@ StateDict Optimizer::state_dict() const {
 }
 
 namespace {
-
-std::string describe(const Tensor& t) {
-  if (!t.defined()) return "an undefined tensor";
-  return std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.sizes());
-}
 
 // A string of decimal digits without a leading zero (as std::to_string writes an index).
 bool is_index(std::string_view s) {
