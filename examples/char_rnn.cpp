@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
-  size_t batch_size = 32, sample_length = 400;
+  size_t batch_size = 32, sample_length = 400, accum_steps = 1;
   int64_t seq_len = 100, embed_dim = 32, hidden = 256, layers = 1, top_k = 0;
   double lr = 3e-3, temperature = 0.8;
   uint64_t seed = 0;
@@ -171,6 +171,8 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", checkpoint, "save the weights here at the end (the vocabulary beside them)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "3 quick epochs on 40k characters; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -212,28 +214,31 @@ int main(int argc, char** argv) {
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     size_t step = 0;
+    const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     double valid_loss = 0;
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
       train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
                              train_loader.size(), {.item_name = "chars"});
       double loss_sum = 0;
-      size_t seen = 0;
+      train::AccumulatedLoss step_losses;
+      size_t seen = 0, micro_batch = 0;
       for (CharWindow& cpu_batch : train_loader) {
         Tensor input = cpu_batch.input.to(device), target = cpu_batch.target.to(device);  // (B, T)
-        optimizer.zero_grad();
+        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor logits = model->forward(input).first;                                      // (B, T, V)
         Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}),  // (B·T, V)
                                                     target.reshape({-1}));                // (B·T)
-        loss.backward();
-        optim::clip_grad_norm_(model->parameters(), 1.0);
-        optimizer.step();
-
+        (loss * accumulation.loss_factor(micro_batch)).backward();
         const auto n = static_cast<size_t>(target.numel());
         const double l = loss.item<double>();
         loss_sum += l * double(n);
         seen += n;
-        log.log_step(epoch + 1, ++step, {{"loss", l}});
+        if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
+          optim::clip_grad_norm_(model->parameters(), 1.0);
+          optimizer.step();
+          log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
+        }
         bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
       }
       bar.close();

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu", out_dir = "runs/embedding_mean";
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
-  size_t batch_size = 32, workers = 2, dim = 64;
+  size_t batch_size = 32, workers = 2, dim = 64, accum_steps = 1;
   double lr = 5e-3;
   bool smoke_test = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -72,16 +74,18 @@ int main(int argc, char** argv) {
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     examples::Evaluation test{};
+    const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
       double loss_sum = 0, seen = 0;
-      size_t tokens = 0;
+      size_t tokens = 0, micro_batch = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
-        optimizer.zero_grad();
+        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor loss = nn::functional::cross_entropy(model->forward(batch.tokens, batch.lengths), batch.labels);
-        loss.backward();
-        optimizer.step();
+        (loss * accumulation.loss_factor(micro_batch)).backward();
+        if (accumulation.ends_step(micro_batch)) optimizer.step();
+        ++micro_batch;
         const double n = static_cast<double>(batch.labels.size(0));
         loss_sum += loss.item<double>() * n;
         seen += n;

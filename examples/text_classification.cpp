@@ -9,12 +9,21 @@
 //   (--stop-after N ends a run early, as if interrupted; resuming then continues exactly
 //   where an uninterrupted run would be: same batches, same dropout masks, same numbers)
 //   ./build/cpu/examples/text_classification --data path/to/aclImdb  # or any label<TAB>text file
+//   ./build/cpu/examples/text_classification --keep-best best.safetensors --patience 3
+//   (keeps the checkpoint of the best held-out epoch, stops after 3 epochs without a better
+//   one, and reports the best model's accuracy at the end)
+//   ./build/cpu/examples/text_classification --accum-steps 4 --batch-size 8  # steps of 32 texts
+//   ./build/cpu/examples/text_classification --amp bf16   # mixed precision (fp16 on CUDA)
 //
-// Writes metrics (CSV + JSONL), loss/accuracy curves (SVG) and a summary under --out, and
+// Writes metrics (CSV + JSONL), loss/accuracy curves (SVG) and a summary (printed, and as
+// text_classification_summary.json) under --out, and
 // with --tensorboard DIR the same metrics as TensorBoard event files (tensorboard --logdir DIR).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <limits>
+#include <optional>
 
 #include "loom.h"
 #include "text_task.h"
@@ -46,8 +55,9 @@ int main(int argc, char** argv) {
   data_options.min_freq = 1;
   std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
   std::string tensorboard_dir;  // --tensorboard: empty for none
-  int epochs = 5, threads = 0, stop_after = 0;
-  size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128;
+  std::string keep_best, monitor = "test_loss", amp_name = "off";
+  int epochs = 5, threads = 0, stop_after = 0, patience = 0;
+  size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
   double lr = 3e-3, dropout = 0.3;
   bool smoke_test = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
@@ -68,6 +78,15 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after", stop_after, "stop after this many epochs of this run, as if interrupted");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--keep-best", keep_best, "keep the checkpoint of the best held-out epoch here; report that model");
+  app.add_option("--monitor", monitor, "what --keep-best and --patience watch")
+      ->check(CLI::IsMember({"test_loss", "test_acc"}));
+  app.add_option("--patience", patience, "stop after this many epochs without a better held-out epoch (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--amp", amp_name, "mixed precision: off, bf16 or fp16 (fp16 adds a GradScaler)")
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -88,10 +107,22 @@ int main(int argc, char** argv) {
     model->to(device);
     optim::Adam optimizer(model->parameters(), lr);
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
+    const std::optional<DType> amp_dtype = amp_name == "bf16"   ? std::optional<DType>(kBFloat16)
+                                           : amp_name == "fp16" ? std::optional<DType>(kFloat16)
+                                                                : std::nullopt;
+    amp::GradScaler scaler({.enabled = amp_name == "fp16"});
+    train::EarlyStopping stopper(patience > 0 ? patience : std::numeric_limits<int>::max(), 0.0,
+                                 monitor == "test_loss" ? "min" : "max");
+    optim::StateDict stopper_state;  // the stopper's state in the training checkpoint
+    const auto training_checkpoint = [&](int64_t step, int64_t epoch) {
+      stopper_state = stopper.state_dict();
+      return optim::Checkpoint{model.get(), &optimizer, &scheduler, step, epoch, &scaler, &stopper_state};
+    };
 
     int64_t start_epoch = 0, step = 0;
     if (!resume.empty()) {
-      optim::TrainingState state = optim::load_checkpoint(resume, {model.get(), &optimizer, &scheduler});
+      optim::TrainingState state = optim::load_checkpoint(resume, training_checkpoint(0, 0));
+      if (!stopper_state.empty()) stopper.load_state_dict(stopper_state);
       start_epoch = state.epoch;
       step = state.step;
       std::printf("resumed from %s at epoch %lld, step %lld\n", resume.c_str(),
@@ -103,21 +134,25 @@ int main(int argc, char** argv) {
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     examples::Evaluation test{};
+    const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     const int64_t end_epoch = stop_after > 0 ? std::min<int64_t>(epochs, start_epoch + stop_after) : epochs;
-    for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
+    for (int64_t epoch = start_epoch; epoch < end_epoch && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
       train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
                              train_loader.size(), {.item_name = "tokens"});
       double loss_sum = 0, correct = 0, seen = 0;
-      size_t tokens = 0;
+      train::AccumulatedLoss step_losses;
+      size_t tokens = 0, micro_batch = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
-        optimizer.zero_grad();
-        Tensor logits = model->forward(batch.tokens, batch.lengths);
-        Tensor loss = nn::functional::cross_entropy(logits, batch.labels);
-        loss.backward();
-        optim::clip_grad_norm_(model->parameters(), 1.0);
-        optimizer.step();
+        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
+        Tensor logits, loss;
+        {
+          amp::AutocastGuard autocast(device, amp_dtype, /*enabled=*/amp_dtype.has_value());
+          logits = model->forward(batch.tokens, batch.lengths);
+          loss = nn::functional::cross_entropy(logits, batch.labels);
+        }
+        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
 
         const double n = static_cast<double>(batch.labels.size(0)), l = loss.item<double>();
         loss_sum += l * n;
@@ -125,7 +160,13 @@ int main(int argc, char** argv) {
         seen += n;
         const size_t batch_tokens = static_cast<size_t>(batch.lengths.sum().item<int64_t>());
         tokens += batch_tokens;
-        log.log_step(epoch + 1, ++step, {{"loss", l}});
+        if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
+          scaler.unscale_(optimizer);  // clip the true gradients
+          optim::clip_grad_norm_(model->parameters(), 1.0);
+          scaler.step(optimizer);
+          scaler.update();
+          log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
+        }
         bar.update(1, {{"loss", loss_sum / seen}, {"acc", correct / seen}}, batch_tokens);
       }
       bar.close();
@@ -138,18 +179,32 @@ int main(int argc, char** argv) {
       std::printf("epoch %lld: train loss %.4f acc %.4f | held-out loss %.4f acc %.4f\n",
                   static_cast<long long>(epoch + 1), loss_sum / seen, correct / seen, test.loss,
                   test.accuracy);
+      const bool best = stopper.step(monitor == "test_loss" ? test.loss : test.accuracy);
+      if (best && !keep_best.empty()) optim::save_checkpoint(keep_best, training_checkpoint(step, epoch + 1));
       if (!checkpoint.empty()) {
-        optim::save_checkpoint(checkpoint, {model.get(), &optimizer, &scheduler, step, epoch + 1});
+        optim::save_checkpoint(checkpoint, training_checkpoint(step, epoch + 1));
         task.vocab.save(checkpoint + ".vocab.txt");
       }
+      if (stopper.should_stop())
+        std::printf("early stop: no better %s in %lld epochs since epoch %lld\n", monitor.c_str(),
+                    static_cast<long long>(stopper.epochs_since_best()), static_cast<long long>(stopper.best_epoch()));
     }
 
-    if (start_epoch >= end_epoch) test = examples::evaluate(test_loader, *model, device);
+    if (!keep_best.empty() && stopper.best_epoch() > 0) {
+      // The best epoch's model, as saved then (the checkpoint's other state is not needed).
+      optim::load_checkpoint(keep_best, {model.get()});
+      test = examples::evaluate(test_loader, *model, device);
+      std::printf("best epoch %lld (%s %.4f): reloaded from %s\n", static_cast<long long>(stopper.best_epoch()),
+                  monitor.c_str(), *stopper.best(), keep_best.c_str());
+    } else if (start_epoch >= end_epoch) {
+      test = examples::evaluate(test_loader, *model, device);
+    }
     for (const std::string& file : train::write_training_curves(out_dir + "/text_classification", log))
       std::printf("wrote %s\n", file.c_str());
     summary.set("test_accuracy", test.accuracy);
     summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
+    std::ofstream(out_dir + "/text_classification_summary.json") << summary.to_json() << "\n";
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
     if (smoke_test && !examples::loss_fell(log)) return 1;
   } catch (const loom::Error& e) {

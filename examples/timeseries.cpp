@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 30, threads = 0;
-  size_t batch_size = 32, input_length = 52, horizon = 8;
+  size_t batch_size = 32, input_length = 52, horizon = 8, accum_steps = 1;
   int64_t hidden = 64, layers = 1;
   double lr = 3e-3;
   uint64_t seed = 0;
@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--out", out_dir, "folder for metrics, plots and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 400 weeks; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) epochs = 8;
@@ -141,26 +143,29 @@ int main(int argc, char** argv) {
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
     size_t step = 0;
+    const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
       train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
                              train_loader.size(), {.item_name = "windows"});
       double loss_sum = 0;
-      size_t seen = 0;
+      train::AccumulatedLoss step_losses;
+      size_t seen = 0, micro_batch = 0;
       for (data::WindowBatch& batch : train_loader) {
         Tensor input = batch.input.to(device);                // (B, L, 1)
         Tensor target = batch.target.to(device).squeeze(-1);  // (B, H)
-        optimizer.zero_grad();
+        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor loss = nn::functional::mse_loss(model->forward(input), target);
-        loss.backward();
-        optim::clip_grad_norm_(model->parameters(), 1.0);
-        optimizer.step();
-
+        (loss * accumulation.loss_factor(micro_batch)).backward();
         const auto n = static_cast<size_t>(input.size(0));
         const double l = loss.item<double>();
         loss_sum += l * double(n);
         seen += n;
-        log.log_step(epoch + 1, ++step, {{"loss", l}});
+        if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
+          optim::clip_grad_norm_(model->parameters(), 1.0);
+          optimizer.step();
+          log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
+        }
         bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
       }
       bar.close();

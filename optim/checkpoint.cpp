@@ -54,6 +54,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   if (c.optimizer) put(all, "optimizer.", c.optimizer->state_dict());
   if (c.scheduler) put(all, "scheduler.", c.scheduler->state_dict());
   if (c.scaler) put(all, "scaler.", c.scaler->state_dict());
+  if (c.extra) put(all, "extra.", *c.extra);
   Generator& g = default_generator();
   all["meta.step"] = scalar_tensor(c.step, kInt64);
   all["meta.epoch"] = scalar_tensor(c.epoch, kInt64);
@@ -78,8 +79,8 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   static const std::set<std::string> kMeta{"meta.step", "meta.epoch", "meta.rng_seed", "meta.rng_offset"};
   for (const auto& [key, t] : f.tensors)
     if (!key.starts_with("model.") && !key.starts_with("optimizer.") && !key.starts_with("scheduler.") &&
-        !key.starts_with("scaler.") && !kMeta.count(key))
-      bad_file(path, "unexpected entry '" + key + "' (a checkpoint holds model.*, optimizer.*, scheduler.*, scaler.* and " +
+        !key.starts_with("scaler.") && !key.starts_with("extra.") && !kMeta.count(key))
+      bad_file(path, "unexpected entry '" + key + "' (a checkpoint holds model.*, optimizer.*, scheduler.*, scaler.*, extra.* and " +
                          "meta.step, meta.epoch, meta.rng_seed, meta.rng_offset)");
   const TrainingState state{scalar(f.tensors, "meta.step", path), scalar(f.tensors, "meta.epoch", path)};
   const uint64_t rng_seed = uint64_t(scalar(f.tensors, "meta.rng_seed", path));
@@ -100,6 +101,10 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   if (c.optimizer) c.optimizer->apply_state_dict(std::move(optimizer_state));
   if (c.scheduler) c.scheduler->load_state_dict(scheduler_state);  // checked above
   if (c.scaler) c.scaler->apply_state_dict(scaler_state);
+  if (c.extra) {
+    c.extra->clear();
+    for (auto& [k, v] : take(f.tensors, "extra.")) (*c.extra)[k] = v;
+  }
   default_generator().set_state(rng_seed, rng_offset);
   return state;
 }

@@ -29,6 +29,10 @@ struct Checkpoint {
   int64_t step = 0;
   int64_t epoch = 0;
   amp::GradScaler* scaler = nullptr;  // optional: mixed precision's loss scale
+  // optional: any other named state (entries "extra.<key>"), such as a train::EarlyStopping's
+  // state_dict(). save_checkpoint writes *extra; load_checkpoint replaces *extra with the
+  // file's extra.* entries (none: empty), for the caller to check and load.
+  StateDict* extra = nullptr;
 };
 
 struct TrainingState {

@@ -68,6 +68,9 @@ echo "== benchmarks ($(left) s left)"
 : >"$out/workloads.jsonl"
 [ -x build/gpu/bench/loom-bench ] && budgeted 90 build/gpu/bench/loom-bench --device cuda | tee -a "$out/workloads.jsonl"
 budgeted 90 python3 bench/torch_workloads.py --device cuda | tee -a "$out/workloads.jsonl"
+# The CPU-vs-GPU epoch table of the flagship (docs/benchmarks.md), on a subset to fit the time.
+OUT="$out/epoch-table" budgeted 120 bash scripts/epoch-table.sh --no-build --epochs 2 --train-limit 4096 \
+  --cpu-build build/gpu --cuda-build build/gpu > "$out/epoch-table.txt" 2>&1 || echo "epoch table: failed (rc $?)" >> "$out/epoch-table.txt"
 
 echo "== CPU tests ($(left) s left)"
 if [ "$(left)" -gt 30 ]; then
@@ -123,4 +126,5 @@ if runs:
         ratio = "%.2fx" % (torch / loom) if loom and torch else ""
         print("| %s | %s | %s | %s |" % (name, "%.3f" % loom if loom else "-", "%.3f" % torch if torch else "-", ratio))
 EOF
+cat "$out/epoch-table.txt" 2>/dev/null
 exit $tests_rc

@@ -669,7 +669,7 @@ TEST_CASE("load_checkpoint is all or nothing: a bad entry anywhere changes nothi
       {"an unexpected scheduler key", "scheduler.best", scalar_tensor(1.0, kFloat64), "unexpected keys"},
       {"a non-scalar meta.step", "meta.step", zeros({1}, kInt64), "not an int64 scalar"},
       {"a float meta.rng_offset", "meta.rng_offset", scalar_tensor(1.0, kFloat64), "not an int64 scalar"},
-      {"an unknown entry", "extra.thing", zeros({1}), "unexpected entry 'extra.thing'"},
+      {"an unknown entry", "other.thing", zeros({1}), "unexpected entry 'other.thing'"},
   };
   for (const Case& c : cases) {
     INFO(c.what);

@@ -1,9 +1,13 @@
-// Watching a training run: a live progress line (progress.h), the metrics on disk
-// (metrics_log.h), SVG curves of them (plot.h), TensorBoard event files (summary_writer.h)
-// and the end-of-run summary (run_summary.h), as tqdm, a CSV logger, matplotlib,
-// torch.utils.tensorboard and a final print do for a PyTorch script.
+// Watching and steering a training run: a live progress line (progress.h), the metrics on
+// disk (metrics_log.h), SVG curves of them (plot.h), TensorBoard event files
+// (summary_writer.h), the end-of-run summary (run_summary.h), gradient accumulation
+// (gradient_accumulation.h) and early stopping with the best epoch (early_stopping.h), as
+// tqdm, a CSV logger, matplotlib, torch.utils.tensorboard, a final print and Lightning's
+// EarlyStopping do for a PyTorch script.
 #pragma once
 
+#include "train/early_stopping.h"
+#include "train/gradient_accumulation.h"
 #include "train/metrics_log.h"
 #include "train/plot.h"
 #include "train/progress.h"
