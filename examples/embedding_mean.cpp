@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "keep_best.h"
 #include "loom.h"
 #include "text_task.h"
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
   std::string device_name = "cpu", out_dir = "runs/embedding_mean";
   std::string tensorboard_dir;  // --tensorboard: empty for none
+  examples::KeepBestOptions keep_best;
   int epochs = 10, threads = 0;
   size_t batch_size = 32, workers = 2, dim = 64, accum_steps = 1;
   double lr = 5e-3;
@@ -45,12 +47,14 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr);
   app.add_option("--dim", dim, "embedding size");
   app.add_option("--seed", data_options.seed);
+  app.add_option("--train-limit", data_options.train_limit, "train on the first N training texts only");
   app.add_option("--workers", workers, "DataLoader worker threads");
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
+  keep_best.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -75,7 +79,8 @@ int main(int argc, char** argv) {
     train::RunSummary summary;
     examples::Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
-    for (int epoch = 0; epoch < epochs; ++epoch) {
+    train::EarlyStopping stopper = keep_best.stopper();
+    for (int epoch = 0; epoch < epochs && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
       double loss_sum = 0, seen = 0;
       size_t tokens = 0, micro_batch = 0;
@@ -97,7 +102,11 @@ int main(int argc, char** argv) {
                                 {"test_acc", test.accuracy}});
       std::printf("epoch %d: train loss %.4f | held-out loss %.4f acc %.4f\n", epoch + 1,
                   loss_sum / seen, test.loss, test.accuracy);
+      if (stopper.step(keep_best.monitored(test)) && !keep_best.path.empty())
+        optim::save_checkpoint(keep_best.path, {model.get(), &optimizer, nullptr, 0, epoch + 1});
+      examples::report_early_stop(keep_best, stopper);
     }
+    test = examples::reload_best(keep_best, stopper, test_loader, *model, device, test);
 
     train::write_training_curves(out_dir + "/embedding_mean", log);
     summary.set("test_accuracy", test.accuracy);

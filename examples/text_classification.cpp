@@ -22,9 +22,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <limits>
 #include <optional>
 
+#include "keep_best.h"
 #include "loom.h"
 #include "text_task.h"
 
@@ -55,8 +55,9 @@ int main(int argc, char** argv) {
   data_options.min_freq = 1;
   std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
   std::string tensorboard_dir;  // --tensorboard: empty for none
-  std::string keep_best, monitor = "test_loss", amp_name = "off";
-  int epochs = 5, threads = 0, stop_after = 0, patience = 0;
+  std::string amp_name = "off";
+  examples::KeepBestOptions keep_best;
+  int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
   double lr = 3e-3, dropout = 0.3;
   bool smoke_test = false;
@@ -80,11 +81,7 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--keep-best", keep_best, "keep the checkpoint of the best held-out epoch here; report that model");
-  app.add_option("--monitor", monitor, "what --keep-best and --patience watch")
-      ->check(CLI::IsMember({"test_loss", "test_acc"}));
-  app.add_option("--patience", patience, "stop after this many epochs without a better held-out epoch (0: never)")
-      ->check(CLI::NonNegativeNumber);
+  keep_best.add_to(app);
   app.add_option("--amp", amp_name, "mixed precision: off, bf16 or fp16 (fp16 adds a GradScaler)")
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
@@ -111,8 +108,7 @@ int main(int argc, char** argv) {
                                            : amp_name == "fp16" ? std::optional<DType>(kFloat16)
                                                                 : std::nullopt;
     amp::GradScaler scaler({.enabled = amp_name == "fp16"});
-    train::EarlyStopping stopper(patience > 0 ? patience : std::numeric_limits<int>::max(), 0.0,
-                                 monitor == "test_loss" ? "min" : "max");
+    train::EarlyStopping stopper = keep_best.stopper();
     optim::StateDict stopper_state;  // the stopper's state in the training checkpoint
     const auto training_checkpoint = [&](int64_t step, int64_t epoch) {
       stopper_state = stopper.state_dict();
@@ -179,26 +175,17 @@ int main(int argc, char** argv) {
       std::printf("epoch %lld: train loss %.4f acc %.4f | held-out loss %.4f acc %.4f\n",
                   static_cast<long long>(epoch + 1), loss_sum / seen, correct / seen, test.loss,
                   test.accuracy);
-      const bool best = stopper.step(monitor == "test_loss" ? test.loss : test.accuracy);
-      if (best && !keep_best.empty()) optim::save_checkpoint(keep_best, training_checkpoint(step, epoch + 1));
+      const bool best = stopper.step(keep_best.monitored(test));
+      if (best && !keep_best.path.empty()) optim::save_checkpoint(keep_best.path, training_checkpoint(step, epoch + 1));
       if (!checkpoint.empty()) {
         optim::save_checkpoint(checkpoint, training_checkpoint(step, epoch + 1));
         task.vocab.save(checkpoint + ".vocab.txt");
       }
-      if (stopper.should_stop())
-        std::printf("early stop: no better %s in %lld epochs since epoch %lld\n", monitor.c_str(),
-                    static_cast<long long>(stopper.epochs_since_best()), static_cast<long long>(stopper.best_epoch()));
+      examples::report_early_stop(keep_best, stopper);
     }
 
-    if (!keep_best.empty() && stopper.best_epoch() > 0) {
-      // The best epoch's model, as saved then (the checkpoint's other state is not needed).
-      optim::load_checkpoint(keep_best, {model.get()});
-      test = examples::evaluate(test_loader, *model, device);
-      std::printf("best epoch %lld (%s %.4f): reloaded from %s\n", static_cast<long long>(stopper.best_epoch()),
-                  monitor.c_str(), *stopper.best(), keep_best.c_str());
-    } else if (start_epoch >= end_epoch) {
-      test = examples::evaluate(test_loader, *model, device);
-    }
+    if (start_epoch >= end_epoch) test = examples::evaluate(test_loader, *model, device);
+    test = examples::reload_best(keep_best, stopper, test_loader, *model, device, test);
     for (const std::string& file : train::write_training_curves(out_dir + "/text_classification", log))
       std::printf("wrote %s\n", file.c_str());
     summary.set("test_accuracy", test.accuracy);
