@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "amp_option.h"
 #include "loom.h"
 #include "smoke_test.h"
 
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Train a character-level LSTM on a novel and sample from it"};
   std::string data_path = LOOM_EXAMPLES_DATA_DIR "/persuasion.txt";
   std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
+  examples::AmpOption amp_option;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
   size_t batch_size = 32, sample_length = 400, accum_steps = 1;
@@ -171,6 +173,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", checkpoint, "save the weights here at the end (the vocabulary beside them)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  amp_option.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "3 quick epochs on 40k characters; exit 1 unless the loss falls");
@@ -208,6 +211,7 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<CharLSTM>(vocab.size(), embed_dim, hidden, layers);
     model->to(device);
     optim::Adam optimizer(model->parameters(), lr);
+    amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
     train::MetricsLog log(out_dir, "char_rnn");
@@ -226,17 +230,23 @@ int main(int argc, char** argv) {
       for (CharWindow& cpu_batch : train_loader) {
         Tensor input = cpu_batch.input.to(device), target = cpu_batch.target.to(device);  // (B, T)
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
-        Tensor logits = model->forward(input).first;                                      // (B, T, V)
-        Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}),  // (B·T, V)
-                                                    target.reshape({-1}));                // (B·T)
-        (loss * accumulation.loss_factor(micro_batch)).backward();
+        Tensor loss;
+        {
+          auto autocast = amp_option.guard(device);
+          Tensor logits = model->forward(input).first;                                 // (B, T, V)
+          loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}),  // (B·T, V)
+                                               target.reshape({-1}));                // (B·T)
+        }
+        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
         const auto n = static_cast<size_t>(target.numel());
         const double l = loss.item<double>();
         loss_sum += l * double(n);
         seen += n;
         if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
+          scaler.unscale_(optimizer);  // clip the true gradients
           optim::clip_grad_norm_(model->parameters(), 1.0);
-          optimizer.step();
+          scaler.step(optimizer);
+          scaler.update();
           log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
         }
         bar.update(1, {{"loss", loss_sum / double(seen)}}, n);

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "amp_option.h"
 #include "keep_best.h"
 #include "loom.h"
 #include "text_task.h"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu", out_dir = "runs/embedding_mean";
   std::string tensorboard_dir;  // --tensorboard: empty for none
   examples::KeepBestOptions keep_best;
+  examples::AmpOption amp_option;
   int epochs = 10, threads = 0;
   size_t batch_size = 32, workers = 2, dim = 64, accum_steps = 1;
   double lr = 5e-3;
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  amp_option.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<TextClassifier>(task.vocab.size(), dim, task.labels.size());
     model->to(device);
     optim::AdamW optimizer(model->parameters(), lr);
+    amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
 
     train::MetricsLog log(out_dir, "embedding_mean");
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
@@ -87,9 +91,16 @@ int main(int argc, char** argv) {
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
-        Tensor loss = nn::functional::cross_entropy(model->forward(batch.tokens, batch.lengths), batch.labels);
-        (loss * accumulation.loss_factor(micro_batch)).backward();
-        if (accumulation.ends_step(micro_batch)) optimizer.step();
+        Tensor loss;
+        {
+          auto autocast = amp_option.guard(device);
+          loss = nn::functional::cross_entropy(model->forward(batch.tokens, batch.lengths), batch.labels);
+        }
+        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
+        if (accumulation.ends_step(micro_batch)) {
+          scaler.step(optimizer);
+          scaler.update();
+        }
         ++micro_batch;
         const double n = static_cast<double>(batch.labels.size(0));
         loss_sum += loss.item<double>() * n;

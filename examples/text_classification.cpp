@@ -24,6 +24,7 @@
 #include <fstream>
 #include <optional>
 
+#include "amp_option.h"
 #include "keep_best.h"
 #include "loom.h"
 #include "text_task.h"
@@ -55,8 +56,8 @@ int main(int argc, char** argv) {
   data_options.min_freq = 1;
   std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
   std::string tensorboard_dir;  // --tensorboard: empty for none
-  std::string amp_name = "off";
   examples::KeepBestOptions keep_best;
+  examples::AmpOption amp_option;
   int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
   double lr = 3e-3, dropout = 0.3;
@@ -82,8 +83,7 @@ int main(int argc, char** argv) {
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
-  app.add_option("--amp", amp_name, "mixed precision: off, bf16 or fp16 (fp16 adds a GradScaler)")
-      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+  amp_option.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -104,10 +104,7 @@ int main(int argc, char** argv) {
     model->to(device);
     optim::Adam optimizer(model->parameters(), lr);
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
-    const std::optional<DType> amp_dtype = amp_name == "bf16"   ? std::optional<DType>(kBFloat16)
-                                           : amp_name == "fp16" ? std::optional<DType>(kFloat16)
-                                                                : std::nullopt;
-    amp::GradScaler scaler({.enabled = amp_name == "fp16"});
+    amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     train::EarlyStopping stopper = keep_best.stopper();
     optim::StateDict stopper_state;  // the stopper's state in the training checkpoint
     const auto training_checkpoint = [&](int64_t step, int64_t epoch) {
@@ -144,7 +141,7 @@ int main(int argc, char** argv) {
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor logits, loss;
         {
-          amp::AutocastGuard autocast(device, amp_dtype, /*enabled=*/amp_dtype.has_value());
+          auto autocast = amp_option.guard(device);
           logits = model->forward(batch.tokens, batch.lengths);
           loss = nn::functional::cross_entropy(logits, batch.labels);
         }

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "amp_option.h"
 #include "loom.h"
 #include "smoke_test.h"
 
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Forecast weekly CO2 at Mauna Loa with an LSTM or RNN"};
   std::string data_path = LOOM_EXAMPLES_DATA_DIR "/co2_weekly.csv";
   std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
+  examples::AmpOption amp_option;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 30, threads = 0;
   size_t batch_size = 32, input_length = 52, horizon = 8, accum_steps = 1;
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--out", out_dir, "folder for metrics, plots and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  amp_option.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 400 weeks; exit 1 unless the loss falls");
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<Forecaster>(cell, hidden, layers, static_cast<int64_t>(horizon));
     model->to(device);
     optim::Adam optimizer(model->parameters(), lr);
+    amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
     train::MetricsLog log(out_dir, "timeseries");
@@ -155,15 +159,21 @@ int main(int argc, char** argv) {
         Tensor input = batch.input.to(device);                // (B, L, 1)
         Tensor target = batch.target.to(device).squeeze(-1);  // (B, H)
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
-        Tensor loss = nn::functional::mse_loss(model->forward(input), target);
-        (loss * accumulation.loss_factor(micro_batch)).backward();
+        Tensor loss;
+        {
+          auto autocast = amp_option.guard(device);
+          loss = nn::functional::mse_loss(model->forward(input), target);
+        }
+        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
         const auto n = static_cast<size_t>(input.size(0));
         const double l = loss.item<double>();
         loss_sum += l * double(n);
         seen += n;
         if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
+          scaler.unscale_(optimizer);  // clip the true gradients
           optim::clip_grad_norm_(model->parameters(), 1.0);
-          optimizer.step();
+          scaler.step(optimizer);
+          scaler.update();
           log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
         }
         bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
