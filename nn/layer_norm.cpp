@@ -13,7 +13,7 @@ LayerNormImpl::LayerNormImpl(const LayerNormOptions& o) : Module("LayerNorm"), o
     LOOM_CHECK(s > 0, ValueError, "LayerNorm: bad normalized_shape ", shape_str(o.normalized_shape_));
   if (o.elementwise_affine_) {
     weight = register_parameter("weight", ones(o.normalized_shape_));
-    bias = register_parameter("bias", zeros(o.normalized_shape_));
+    if (o.bias_) bias = register_parameter("bias", zeros(o.normalized_shape_));
   }
 }
 
@@ -25,6 +25,7 @@ std::string LayerNormImpl::extra_repr() const {
   std::ostringstream os;
   os << shape_str(options.normalized_shape_) << ", eps=" << options.eps_
      << ", elementwise_affine=" << (options.elementwise_affine_ ? "True" : "False");
+  if (!options.bias_) os << ", bias=False";
   return os.str();
 }
 

@@ -9,9 +9,11 @@ struct LayerNormOptions {
   LayerNormOptions(Shape normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
   LayerNormOptions& eps(double e) { eps_ = e; return *this; }
   LayerNormOptions& elementwise_affine(bool a) { elementwise_affine_ = a; return *this; }
+  LayerNormOptions& bias(bool b) { bias_ = b; return *this; }  // with elementwise_affine
   Shape normalized_shape_;
   double eps_ = 1e-5;
   bool elementwise_affine_ = true;
+  bool bias_ = true;
 };
 
 class LayerNormImpl : public Module {
@@ -23,7 +25,7 @@ class LayerNormImpl : public Module {
 
   LayerNormOptions options;
   Tensor weight;  // normalized_shape, starts at 1
-  Tensor bias;    // normalized_shape, starts at 0
+  Tensor bias;    // normalized_shape, starts at 0; undefined with bias(false)
 };
 using LayerNorm = ModuleHolder<LayerNormImpl>;
 

@@ -396,6 +396,22 @@ TEST_CASE("LayerNorm matches PyTorch over 1-D and 2-D normalized shapes", "[nn]"
   }
 }
 
+TEST_CASE("LayerNorm without a bias: only the weight, and the affine result without a shift", "[nn]") {
+  nn::LayerNorm with_bias(8), without(nn::LayerNormOptions({8}).bias(false));
+  REQUIRE(without->parameters().size() == 1u);
+  CHECK(without->named_parameters().front().first == "weight");
+  CHECK_FALSE(without->bias.defined());
+  CHECK(without->str().find("bias=False") != std::string::npos);
+  {
+    NoGradGuard no_grad;
+    with_bias->weight.copy_(random_nonzero({8}));
+    with_bias->bias.copy_(random_nonzero({8}));
+    without->weight.copy_(with_bias->weight);
+  }
+  const Tensor x = random_nonzero({3, 8});
+  check_close(without(x), with_bias(x) - with_bias->bias, "bias-free layer norm");
+}
+
 TEST_CASE("GELU matches PyTorch in both forms", "[nn]") {
   for (const char* approximate : {"none", "tanh"}) {
     const std::string c = std::string("gelu_") + approximate;

@@ -1,0 +1,142 @@
+// The program around a text classifier whose forward is model(tokens, lengths) -> logits:
+// the options every text example takes, the training loop (AdamW, gradient accumulation,
+// --amp, --keep-best/--patience), evaluation on the held-out texts, metrics, curves and the
+// summary. embedding_mean and transformer_classification are each a model plus a call to
+// run_text_classifier; the flagship (text_classification) spells its loop out in full.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "amp_option.h"
+#include "keep_best.h"
+#include "loom.h"
+#include "text_task.h"
+
+namespace examples {
+
+struct TextClassifierProgram {
+  std::string name;         // the program's name: metrics "<name>_*.csv" under runs/<name>
+  std::string description;  // its --help line
+  int epochs = 10;
+  size_t batch_size = 32;
+  double lr = 5e-3;
+  double clip_norm = 0;  // > 0: clip the gradients' total norm to this before each step
+};
+
+// make_model(vocabulary size, classes) -> std::shared_ptr<Model>; add_model_options adds
+// the model's own options (read by make_model after parsing).
+template <typename MakeModel>
+int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
+                        const std::function<void(CLI::App&)>& add_model_options, MakeModel make_model) {
+  using namespace loom;
+  CLI::App app{p.description};
+  TextTaskOptions data_options;
+  data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
+  std::string device_name = "cpu", out_dir = "runs/" + p.name;
+  std::string tensorboard_dir;  // --tensorboard: empty for none
+  KeepBestOptions keep_best;
+  AmpOption amp_option;
+  int threads = 0;
+  size_t workers = 2, accum_steps = 1;
+  bool smoke_test = false;
+  app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
+  app.add_option("--device", device_name, "cpu or cuda");
+  app.add_option("--epochs", p.epochs);
+  app.add_option("--batch-size", p.batch_size);
+  app.add_option("--lr", p.lr);
+  add_model_options(app);
+  app.add_option("--max-length", data_options.max_length, "tokens kept per text");
+  app.add_option("--seed", data_options.seed);
+  app.add_option("--train-limit", data_options.train_limit, "train on the first N training texts only");
+  app.add_option("--workers", workers, "DataLoader worker threads");
+  app.add_option("--threads", threads, "threads for the math (0: all cores)");
+  app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
+  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  amp_option.add_to(app);
+  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
+      ->check(CLI::PositiveNumber);
+  keep_best.add_to(app);
+  app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
+  CLI11_PARSE(app, argc, argv);
+  if (smoke_test) {
+    data_options.train_limit = 512;
+    p.epochs = 4;
+  }
+
+  try {
+    if (threads > 0) set_num_threads(threads);
+    manual_seed(data_options.seed);
+    const Device device(device_name);
+    TextTask task = load_text_task(data_options);
+    auto train_loader = text_loader(task.train, p.batch_size, true, data_options.seed, workers, device.is_cuda());
+    auto test_loader = text_loader(task.test, 256, false, 0, workers, device.is_cuda());
+
+    auto model = make_model(int64_t(task.vocab.size()), int64_t(task.labels.size()));
+    model->to(device);
+    std::printf("%s", model->str().c_str());
+    optim::AdamW optimizer(model->parameters(), p.lr);
+    amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
+
+    train::MetricsLog log(out_dir, p.name);
+    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
+    train::RunSummary summary;
+    Evaluation test{};
+    const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
+    train::EarlyStopping stopper = keep_best.stopper();
+    for (int epoch = 0; epoch < p.epochs && !stopper.should_stop(); ++epoch) {
+      summary.start_epoch();
+      double loss_sum = 0, seen = 0;
+      size_t tokens = 0, micro_batch = 0;
+      for (data::TextBatch& cpu_batch : train_loader) {
+        data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
+        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
+        Tensor loss;
+        {
+          auto autocast = amp_option.guard(device);
+          loss = nn::functional::cross_entropy(model->forward(batch.tokens, batch.lengths), batch.labels);
+        }
+        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
+        if (accumulation.ends_step(micro_batch)) {
+          if (p.clip_norm > 0) {
+            scaler.unscale_(optimizer);  // clip the true gradients
+            optim::clip_grad_norm_(model->parameters(), p.clip_norm);
+          }
+          scaler.step(optimizer);
+          scaler.update();
+        }
+        ++micro_batch;
+        const double n = static_cast<double>(batch.labels.size(0));
+        loss_sum += loss.item<double>() * n;
+        seen += n;
+        tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());
+      }
+      summary.end_epoch(tokens);
+      test = evaluate(test_loader, *model, device);
+      log.log_epoch(epoch + 1, {{"train_loss", loss_sum / seen}, {"test_loss", test.loss},
+                                {"test_acc", test.accuracy}});
+      std::printf("epoch %d: train loss %.4f | held-out loss %.4f acc %.4f | %.2f s\n", epoch + 1, loss_sum / seen,
+                  test.loss, test.accuracy, summary.epoch_seconds().back());
+      if (stopper.step(keep_best.monitored(test)) && !keep_best.path.empty())
+        optim::save_checkpoint(keep_best.path, {model.get(), &optimizer, nullptr, 0, epoch + 1});
+      report_early_stop(keep_best, stopper);
+    }
+    test = reload_best(keep_best, stopper, test_loader, *model, device, test);
+
+    train::write_training_curves(out_dir + "/" + p.name, log);
+    summary.set("test_accuracy", test.accuracy);
+    summary.record_device_peak(device);
+    std::printf("%s", summary.format("tokens").c_str());
+    std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
+    if (smoke_test && !loss_fell(log)) return 1;
+  } catch (const loom::Error& e) {
+    std::fprintf(stderr, "%s: %s\n", p.name.c_str(), e.what());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace examples
