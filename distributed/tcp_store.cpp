@@ -28,7 +28,7 @@ namespace {
 // a reply is [found u8][length u64][bytes]. Integers travel in host byte order (the ranks
 // of one job run the same build on the same kind of machine).
 constexpr char kSet = 'S', kGet = 'G', kAdd = 'A';
-// How long past a get's own timeout a client waits for the server's answer.
+// How long past a request's own timeout a client waits for the server's answer.
 constexpr milliseconds kReplyGrace = std::chrono::seconds(5);
 
 std::string errno_text() { return std::strerror(errno); }
@@ -296,14 +296,14 @@ TCPStore::~TCPStore() {
 }
 
 std::vector<char> TCPStore::request(char op, const std::string& key, const std::vector<char>& operand,
-                                    milliseconds reply_within) {
+                                    milliseconds waited) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint32_t key_len = uint32_t(key.size());
   uint64_t operand_len = operand.size();
   bool sent = send_all(fd_, &op, 1) && send_all(fd_, &key_len, sizeof key_len) &&
               send_all(fd_, key.data(), key.size()) && send_all(fd_, &operand_len, sizeof operand_len) &&
               send_all(fd_, operand.data(), operand.size());
-  auto deadline = Clock::now() + reply_within;
+  auto deadline = Clock::now() + waited + kReplyGrace;
   char found = 0;
   uint64_t len = 0;
   std::vector<char> reply;
@@ -318,7 +318,7 @@ std::vector<char> TCPStore::request(char op, const std::string& key, const std::
                            std::to_string(port_) + " (key '" + key + "')");
   }
   if (!found) {
-    throw DistributedError("TCPStore: timed out after " + std::to_string(timeout_.count()) +
+    throw DistributedError("TCPStore: timed out after " + std::to_string(waited.count()) +
                            " ms waiting for key '" + key + "' (a rank did not arrive?)");
   }
   return reply;
@@ -329,7 +329,7 @@ void TCPStore::set(const std::string& key, const std::vector<char>& value) {
 }
 
 std::vector<char> TCPStore::get(const std::string& key) {
-  return request(kGet, key, encode_int(timeout_.count()), timeout_ + kReplyGrace);
+  return request(kGet, key, encode_int(timeout_.count()), timeout_);
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
@@ -342,7 +342,7 @@ void TCPStore::wait(const std::vector<std::string>& keys, milliseconds timeout) 
   auto deadline = Clock::now() + timeout;
   for (const std::string& key : keys) {
     milliseconds left(remaining_ms(deadline));
-    request(kGet, key, encode_int(left.count()), left + kReplyGrace);
+    request(kGet, key, encode_int(left.count()), left);
   }
 }
 

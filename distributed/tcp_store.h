@@ -53,8 +53,10 @@ class TCPStore {
 
  private:
   class Server;
+  // Sends one request and returns the reply's bytes; waited: how long the server may take
+  // (a get's own timeout), for the error message and the client's own deadline.
   std::vector<char> request(char op, const std::string& key, const std::vector<char>& operand,
-                            std::chrono::milliseconds reply_within);
+                            std::chrono::milliseconds waited);
 
   std::string host_;
   int port_;

@@ -59,7 +59,7 @@ TEST_CASE("DistributedSampler: the ranks share one shuffled order, new each epoc
   }
 }
 
-TEST_CASE("DistributedSampler: a rank outside [0, num_replicas) is a ValueError", "[data][distributed]") {
+TEST_CASE("DistributedSampler: a rank not below num_replicas is a ValueError", "[data][distributed]") {
   require_throws_with<ValueError>([] { DistributedSampler(10, 4, 4); }, {"DistributedSampler", "rank 4", "[0, 4)"});
   require_throws_with<ValueError>([] { DistributedSampler(10, 0, 0); }, {"num_replicas"});
 }
