@@ -9,9 +9,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # clang-14 + libclang-rt-14-dev: the libFuzzer target (scripts/fuzz.sh); python3-torch:
 # the PyTorch interop test (tests/interop) and the golden-fixture scripts (tests/golden);
 # libcli11-dev: the command lines of the programs in examples/; python3: the layering test;
-# python3-venv: the virtual environment of the TensorBoard reader test (tools_venv below).
+# python3-venv: the virtual environment of the TensorBoard reader test (tools_venv below);
+# libgloo-dev: the collectives of distributed/ (Gloo's TCP transport).
 packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
-          clang-14 libclang-rt-14-dev python3 python3-torch python3-venv)
+          clang-14 libclang-rt-14-dev python3 python3-torch python3-venv libgloo-dev)
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {

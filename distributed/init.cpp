@@ -1,0 +1,140 @@
+#include "distributed/init.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "distributed/error.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/tcp_store.h"
+
+namespace loom::distributed {
+
+namespace {
+
+// The default group of this process: set by init_process_group, cleared by
+// destroy_process_group.
+struct DefaultGroup {
+  std::mutex mutex;
+  std::unique_ptr<ProcessGroup> group;
+  int local_rank = 0;
+};
+
+DefaultGroup& state() {
+  static DefaultGroup s;
+  return s;
+}
+
+constexpr const char* kEnvHelp =
+    " (a launcher sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE for every process; see docs/distributed.md)";
+
+// The first of names that is set, or nullptr.
+const char* env(std::initializer_list<const char*> names, std::string& which) {
+  for (const char* name : names) {
+    if (const char* v = std::getenv(name)) {
+      which = name;
+      return v;
+    }
+  }
+  return nullptr;
+}
+
+std::string env_string(std::initializer_list<const char*> names) {
+  std::string which;
+  const char* v = env(names, which);
+  if (v == nullptr || *v == '\0') {
+    throw DistributedError(std::string("init_process_group: the environment variable ") + *names.begin() +
+                           " is not set" + kEnvHelp);
+  }
+  return v;
+}
+
+int env_int(std::initializer_list<const char*> names, std::optional<int> fallback = std::nullopt) {
+  std::string which;
+  const char* v = env(names, which);
+  if (v == nullptr && fallback) return *fallback;
+  if (v == nullptr) {
+    throw DistributedError(std::string("init_process_group: the environment variable ") + *names.begin() +
+                           " is not set" + kEnvHelp);
+  }
+  char* end = nullptr;
+  long value = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || value < 0 || value > (1 << 30)) {
+    throw DistributedError("init_process_group: " + which + "='" + v + "' is not a non-negative integer");
+  }
+  return int(value);
+}
+
+ProcessGroup& group_locked(DefaultGroup& s) {
+  LOOM_CHECK(s.group != nullptr, DistributedError,
+             "no default process group: call loom::distributed::init_process_group() first");
+  return *s.group;
+}
+
+}  // namespace
+
+void init_process_group(const std::string& backend, const InitOptions& options) {
+  LOOM_CHECK(backend == "gloo", DistributedError, "init_process_group: unknown backend '", backend,
+             "' (the one backend is \"gloo\")");
+  DefaultGroup& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  LOOM_CHECK(s.group == nullptr, DistributedError,
+             "init_process_group: the default process group exists already (destroy_process_group() first)");
+  int rank = options.rank_ ? *options.rank_ : env_int({"RANK", "OMPI_COMM_WORLD_RANK"});
+  int world_size = options.world_size_ ? *options.world_size_ : env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  std::string addr = options.master_addr_ ? *options.master_addr_ : env_string({"MASTER_ADDR"});
+  int port = options.master_port_ ? *options.master_port_ : env_int({"MASTER_PORT"});
+  int local_rank = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, rank);
+  LOOM_CHECK(world_size >= 1 && rank < world_size, DistributedError, "init_process_group: rank ", rank,
+             " is not in [0, ", world_size, ") (RANK and WORLD_SIZE)");
+  LOOM_CHECK(port >= 1 && port <= 65535, DistributedError, "init_process_group: MASTER_PORT ", port,
+             " is not in [1, 65535]");
+
+  auto store = std::make_shared<TCPStore>(addr, port, rank == 0, options.timeout_);
+  s.group = std::make_unique<ProcessGroupGloo>(std::move(store), rank, world_size,
+                                               ProcessGroupGlooOptions().timeout(options.timeout_));
+  s.local_rank = local_rank;
+}
+
+bool is_initialized() {
+  DefaultGroup& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.group != nullptr;
+}
+
+void destroy_process_group() {
+  DefaultGroup& s = state();
+  std::unique_ptr<ProcessGroup> group;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    group = std::move(s.group);
+  }
+  group.reset();  // outside the lock: it waits for the queued collectives
+}
+
+ProcessGroup& default_group() {
+  DefaultGroup& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return group_locked(s);
+}
+
+int get_rank() { return default_group().rank(); }
+int get_world_size() { return default_group().size(); }
+
+int get_local_rank() {
+  DefaultGroup& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  group_locked(s);
+  return s.local_rank;
+}
+
+std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op) { return default_group().all_reduce(tensor, op); }
+std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) { return default_group().broadcast(tensor, root); }
+std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  return default_group().all_gather(outputs, input);
+}
+std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  return default_group().reduce_scatter(output, inputs, op);
+}
+std::shared_ptr<Work> barrier() { return default_group().barrier(); }
+
+}  // namespace loom::distributed
