@@ -3,6 +3,9 @@
 //                      shared/workloads.md (Eigen with AVX-512 on 2 threads, 200 GFLOP/s).
 //   add                a + b on 2^24 contiguous float32 elements: GB/s (3 × the bytes of one).
 //   softmax            softmax over rows of 4096 float32: GB/s (2 × the input's bytes).
+//   sdpa               ms per forward + backward of scaled_dot_product_attention on
+//                      (B 8, H 8, L = S = 512, E 64) float32, fused and as the composition
+//                      of ops (detail::sdpa_reference) it replaces.
 //   tiny_add           ns per a + b on 1- and 16-element tensors, without autograd ...
 //   tiny_add_autograd  ... and with inputs requiring grad (each op records a node).
 // Every figure is the median of several timed runs after warm-up runs.
@@ -34,6 +37,23 @@ void softmax_lines(const bench::Options& o) {
                 2.0 * double(rows * cols) * sizeof(float) / s / 1e9, "GB/s", 0, ",\"row_length\":4096"});
 }
 
+void sdpa_lines(const bench::Options& o) {
+  const TensorOptions grad = TensorOptions().requires_grad();
+  const Tensor q = randn({8, 8, 512, 64}, grad), k = randn({8, 8, 512, 64}, grad), v = randn({8, 8, 512, 64}, grad);
+  const Tensor gy = randn({8, 8, 512, 64});
+  for (bool fused : {true, false}) {
+    const double s = bench::median_seconds(
+        [&] {
+          const Tensor out = fused ? nn::functional::scaled_dot_product_attention(q, k, v)
+                                   : nn::functional::detail::sdpa_reference(q, k, v, Tensor(), 0.0, false, std::nullopt);
+          (out * gy).sum().backward();
+        },
+        1, o.quick ? 2 : 5);
+    bench::print({"sdpa", kFramework, 8 * 8 * 512 * 64, "float32", get_num_threads(), s * 1e3, "ms", 0,
+                  fused ? ",\"path\":\"fused\"" : ",\"path\":\"reference\""});
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,6 +65,7 @@ int main(int argc, char** argv) {
   });
   add_lines(o);
   softmax_lines(o);
+  sdpa_lines(o);
   bench::tiny_add_lines(kFramework, get_num_threads(), o.quick, [](int64_t n, bool requires_grad) {
     const TensorOptions opts = TensorOptions().requires_grad(requires_grad);
     return [a = randn({n}, opts), b = randn({n}, opts)] { (void)(a + b); };

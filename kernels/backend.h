@@ -16,6 +16,7 @@
 // the host-emulated cuda:0 is on, core/cuda_emulation.h; none otherwise).
 #pragma once
 
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
@@ -45,6 +46,8 @@ struct Backend {
   decltype(&kernels::softmax) softmax = nullptr;
   decltype(&kernels::softmax_backward) softmax_backward = nullptr;
   decltype(&kernels::bmm) bmm = nullptr;
+  decltype(&kernels::attention_forward) attention_forward = nullptr;
+  decltype(&kernels::attention_backward) attention_backward = nullptr;
 
   decltype(&kernels::index_select) index_select = nullptr;
   decltype(&kernels::index_add) index_add = nullptr;

@@ -155,6 +155,32 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   slot(route("bmm", {&out, &a, &b}), &Backend::bmm, "bmm")(out, a, b, beta);
 }
 
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& bias, bool causal, double scale) {
+  const char* op = "scaled_dot_product_attention";
+  LOOM_ASSERT(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && out.dim() == 3 && q.is_contiguous() &&
+                  k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
+                  (!bias.defined() || bias.dim() == 3),
+              op, ": bad arguments");
+  slot(route(op, {&out, &lse, &q, &k, &v, &bias}), &Backend::attention_forward, op)(out, lse, q, k, v, bias, causal,
+                                                                                   scale);
+}
+
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& bias, bool causal, double scale) {
+  const char* op = "scaled_dot_product_attention_backward";
+  LOOM_ASSERT(dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous() && grad_out.is_contiguous(), op,
+              ": bad arguments");
+  slot(route(op, {&dq, &dk, &dv, &grad_out, &q, &k, &v, &out, &lse, &bias}), &Backend::attention_backward, op)(
+      dq, dk, dv, grad_out, q, k, v, out, lse, bias, causal, scale);
+}
+
+bool has_attention_kernels(Device device) {
+  const Backend& b = backend_for(device, "scaled_dot_product_attention");
+  return b.attention_forward != nullptr && b.attention_backward != nullptr;
+}
+
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
   const char* op = "index_select";
   slot(route(op, {&out, &in, &index}), &Backend::index_select, op)(out, in, dim, index);

@@ -1,6 +1,8 @@
 // Stateless forms of the layers, as torch.nn.functional.
 #pragma once
 
+#include <optional>
+
 #include "core/tensor.h"
 
 namespace loom::nn::functional {
@@ -13,5 +15,25 @@ Tensor dropout(const Tensor& x, double p, bool training);
 // then * weight + bias (both optional, of normalized_shape).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// Attention as torch.nn.functional.scaled_dot_product_attention (nn/attention.cpp):
+//   out (..., L, Ev) = dropout(softmax(scale * query key^T + mask)) value
+// for query (..., L, E), key (..., S, E), value (..., S, Ev), whose leading dims broadcast.
+// attn_mask, optional, broadcasts to (..., L, S): bool (true = may attend) or additive of
+// the query's dtype. is_causal masks keys j > i (and excludes attn_mask); scale defaults to
+// 1 / sqrt(E). A query row with every key masked gets output 0 and gradients 0, as in
+// PyTorch 2.x. dropout_p > 0 drops weights (as PyTorch, whatever the module's mode: pass
+// 0 in evaluation). float32 and float64 on the CPU run fused kernels that never store the
+// (L, S) weights (Note [online softmax], kernels/attention_math.h) unless dropout is on.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+
+namespace detail {
+// The plain composition of ops (matmul, scale, mask, softmax, dropout, matmul) the fused
+// kernels are tested against; the path for the dtypes and devices they do not take.
+Tensor sdpa_reference(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
+                      double dropout_p, bool is_causal, std::optional<double> scale);
+}  // namespace detail
 
 }  // namespace loom::nn::functional

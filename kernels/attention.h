@@ -1,0 +1,27 @@
+// The fused scaled-dot-product attention kernels (Note [online softmax] in
+// kernels/attention_math.h), entry points of the kernel layer as those of kernels/kernels.h:
+// defined in kernels/router.cpp, which calls the device's backend.
+//
+// Shapes, all contiguous and of one float dtype unless said:
+//   q (N, L, E), k (N, S, E), v (N, S, Ev), out and grad_out (N, L, Ev),
+//   lse (N, L): each query row's logsumexp of its scaled, masked scores (+inf for a row
+//   whose keys are all masked: its weights, output and gradients are 0, as in PyTorch),
+//   bias: undefined, or an additive mask of q's dtype viewed as (N, L, S) with any strides
+//   (0 on broadcast dims; -inf masks a key out).
+// causal keeps keys j <= i (top-left aligned); scale multiplies q k^T before the bias.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace loom::kernels {
+
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& bias, bool causal, double scale);
+// dq, dk, dv (q's, k's, v's shapes) overwritten; lse and out are the forward's.
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& bias, bool causal, double scale);
+// Whether `device`'s backend has the fused kernels (else the caller composes the ops).
+bool has_attention_kernels(Device device);
+
+}  // namespace loom::kernels

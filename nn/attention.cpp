@@ -1,0 +1,119 @@
+// nn::functional::scaled_dot_product_attention, as torch.nn.functional's: the argument
+// checks, autocast, and the choice between the fused kernels (autograd/functions/
+// attention.cpp, Note [online softmax] in kernels/attention_math.h) and the composition of
+// ops they are tested against (detail::sdpa_reference).
+#include <cmath>
+#include <limits>
+
+#include "autograd/autocast.h"
+#include "autograd/functions/attention.h"
+#include "core/factories.h"
+#include "core/ops.h"
+#include "kernels/attention.h"
+#include "nn/functional.h"
+
+namespace loom::nn::functional {
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+Shape leading(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
+
+Shape with_last_two(Shape batch, int64_t a, int64_t b) {
+  batch.push_back(a);
+  batch.push_back(b);
+  return batch;
+}
+
+// The broadcast batch dims of q, k and v, after the checks PyTorch makes; each error names
+// the op and the shapes.
+Shape checked_batch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
+                    double dropout_p) {
+  LOOM_CHECK(q.defined() && k.defined() && v.defined(), ValueError, kOp, ": query, key and value must be defined");
+  const std::string shapes = "query " + shape_str(q.sizes()) + ", key " + shape_str(k.sizes()) + ", value " +
+                             shape_str(v.sizes());
+  LOOM_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError, kOp,
+             ": expected query (..., L, E), key (..., S, E) and value (..., S, Ev) of at least 2 dims, got ", shapes);
+  LOOM_CHECK(q.device() == k.device() && q.device() == v.device(), DeviceError, kOp,
+             ": expected query, key and value on one device, got ", q.device(), ", ", k.device(), " and ", v.device());
+  LOOM_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating_point(q.dtype()), DTypeError, kOp,
+             ": expected query, key and value of one floating dtype, got ", dtype_name(q.dtype()), ", ",
+             dtype_name(k.dtype()), " and ", dtype_name(v.dtype()));
+  LOOM_CHECK(q.size(-1) == k.size(-1), ShapeError, kOp, ": query and key must have the same embedding size E, got ",
+             shapes);
+  LOOM_CHECK(k.size(-2) == v.size(-2), ShapeError, kOp,
+             ": key and value must have the same sequence length S, got ", shapes);
+  LOOM_CHECK(dropout_p >= 0 && dropout_p < 1, ValueError, kOp, ": dropout_p must be in [0, 1), got ", dropout_p);
+  const Shape batch = broadcast_shapes(broadcast_shapes(leading(q), leading(k), kOp), leading(v), kOp);
+  if (mask.defined()) {
+    LOOM_CHECK(!is_causal, ValueError, kOp, ": attn_mask must not be given with is_causal = true");
+    LOOM_CHECK(mask.device() == q.device(), DeviceError, kOp, ": attn_mask on ", mask.device(), " but query on ",
+               q.device());
+    LOOM_CHECK(mask.dtype() == kBool || mask.dtype() == q.dtype(), DTypeError, kOp,
+               ": attn_mask must be bool or of the query's dtype ", dtype_name(q.dtype()), ", got ",
+               dtype_name(mask.dtype()));
+    const Shape scores = with_last_two(batch, q.size(-2), k.size(-2));
+    LOOM_CHECK(mask.dim() <= int64_t(scores.size()) && broadcast_shapes(mask.sizes(), scores, kOp) == scores,
+               ShapeError, kOp, ": attn_mask of shape ", shape_str(mask.sizes()),
+               " does not broadcast to the attention weights' shape ", shape_str(scores), " (", shapes, ")");
+  }
+  return batch;
+}
+
+// A bool mask (true = may attend) as an additive one: 0 where kept, -inf where masked.
+Tensor additive_mask(const Tensor& mask, DType dtype) {
+  if (!mask.defined() || mask.dtype() != kBool) return mask;
+  return zeros(mask.sizes(), TensorOptions(dtype).device(mask.device()))
+      .masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+
+namespace detail {
+
+Tensor sdpa_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p,
+                      bool is_causal, std::optional<double> scale) {
+  const double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
+  Tensor scores = q.matmul(k.transpose(-2, -1)) * s;  // (..., L, S)
+  const int64_t L = q.size(-2), S = k.size(-2);
+  Tensor mask = attn_mask;
+  if (is_causal) mask = ones({L, S}, TensorOptions(kBool).device(q.device())).tril();  // keys j <= i
+  if (mask.defined()) scores = scores + additive_mask(mask, scores.dtype());
+  // A row with every key masked gets weights 0 (PyTorch's safe softmax): it is made finite
+  // before the softmax, so neither its weights nor their gradients are NaN, and zeroed after.
+  const Tensor dead = scores.max(-1, true).first.eq(-std::numeric_limits<double>::infinity());  // (..., L, 1)
+  Tensor weights = scores.masked_fill(dead, 0.0).softmax(-1).masked_fill(dead, 0.0);
+  if (dropout_p > 0) weights = ::loom::dropout(weights, dropout_p, true);
+  return weights.matmul(v);  // (..., L, Ev)
+}
+
+}  // namespace detail
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale) {
+  // Under autocast all in the lower precision, as PyTorch lists the op on both devices
+  // (Note [autocast policy]); a bool mask stays bool. The policy is given here rather than
+  // as a kAutocastOps row only because that header recompiles every file when touched.
+  auto cast = [](const Tensor& t) { return t.defined() ? autocast::cast_input(t, kernels::kCastToLower) : t; };
+  const Tensor q = cast(query), k = cast(key), v = cast(value), mask = cast(attn_mask);
+  const Shape batch = checked_batch(q, k, v, mask, is_causal, dropout_p);
+  const bool fused = (q.dtype() == kFloat32 || q.dtype() == kFloat64) && dropout_p == 0 &&
+                     !(mask.defined() && mask.requires_grad()) && kernels::has_attention_kernels(q.device());
+  if (!fused) return detail::sdpa_reference(q, k, v, mask, dropout_p, is_causal, scale);
+
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
+  int64_t N = 1;
+  for (int64_t d : batch) N *= d;
+  // Batch dims broadcast and merged into one: q (N, L, E), k (N, S, E), v (N, S, Ev); a
+  // broadcast mask stays a view with stride 0 where reshape allows.
+  auto merged = [&](const Tensor& t, int64_t rows, int64_t cols) {
+    return t.expand(with_last_two(batch, rows, cols)).reshape({N, rows, cols});
+  };
+  const Tensor bias = mask.defined() ? merged(additive_mask(mask, q.dtype()), L, S) : Tensor();
+  const Tensor out = fused_attention(merged(q, L, E), merged(k, S, E), merged(v, S, Ev), bias, is_causal,
+                                     scale.value_or(1.0 / std::sqrt(double(E))));
+  return out.reshape(with_last_two(batch, L, Ev));  // (..., L, Ev)
+}
+
+}  // namespace loom::nn::functional

@@ -1,0 +1,315 @@
+// nn::functional::scaled_dot_product_attention: the fused CPU kernels against the plain
+// composition of ops (detail::sdpa_reference), float64 gradcheck of the fused backward,
+// golden values from PyTorch 2.x (tests/golden/make_attention_golden.py), dropout and errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "loom.h"
+#include "test_util.h"
+
+using namespace loom;
+using namespace loom::test;
+namespace F = loom::nn::functional;
+
+namespace {
+
+// |actual - expected| <= atol + rtol |expected| everywhere (NaN nowhere), else the worst element.
+void require_close(const Tensor& actual, const Tensor& expected, double atol, double rtol, const std::string& what) {
+  INFO(what << ": shapes " << shape_str(actual.sizes()) << " and " << shape_str(expected.sizes()));
+  REQUIRE(actual.sizes() == expected.sizes());
+  const std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double excess = std::isnan(a[i]) || std::isnan(e[i]) ? INFINITY : std::abs(a[i] - e[i]) - rtol * std::abs(e[i]);
+    if (excess > worst) worst = excess, at = i;
+  }
+  INFO(what << " element " << at << ": got " << a[at] << ", expected " << e[at]);
+  CHECK(worst <= atol);
+}
+
+// Whether out's history runs through the fused node (below the views that reshape it).
+bool ran_fused(const Tensor& out) {
+  for (std::shared_ptr<Node> node = out.grad_fn(); node;
+       node = node->next_edges().empty() ? nullptr : node->next_edges()[0].fn)
+    if (node->name() == "ScaledDotProductAttentionBackward") return true;
+  return false;
+}
+
+enum class MaskKind { None, BoolLS, BoolB11S, BoolBHLS, FloatLS, FloatBHLS, Causal };
+
+struct Case {
+  Shape batch;  // leading dims of q (k and v share them)
+  int64_t L, S, E, Ev;
+  MaskKind mask;
+  bool dead_row = false;  // one query row with every key masked
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream os;
+  os << "batch " << shape_str(c.batch) << " L " << c.L << " S " << c.S << " E " << c.E << " Ev " << c.Ev << " mask "
+     << int(c.mask) << (c.dead_row ? " with a dead row" : "");
+  return os.str();
+}
+
+Shape cat(Shape a, std::initializer_list<int64_t> tail) {
+  a.insert(a.end(), tail);
+  return a;
+}
+
+// The mask of a case (undefined for None and Causal), of the case's broadcast shape.
+Tensor make_mask(const Case& c, DType dtype) {
+  const int64_t B = c.batch.empty() ? 1 : c.batch[0];
+  Shape shape;
+  switch (c.mask) {
+    case MaskKind::None:
+    case MaskKind::Causal: return Tensor();
+    case MaskKind::BoolLS:
+    case MaskKind::FloatLS: shape = {c.L, c.S}; break;
+    case MaskKind::BoolB11S: shape = cat(Shape{B}, {1, 1, c.S}); break;
+    case MaskKind::BoolBHLS:
+    case MaskKind::FloatBHLS: shape = cat(c.batch, {c.L, c.S}); break;
+  }
+  Tensor keep = rand(shape).lt(0.7);
+  keep.select(-1, 0).fill_(true);  // every row keeps a key...
+  if (c.dead_row) keep.select(-2, c.L / 2).fill_(false);  // ...but this one
+  const bool is_bool = c.mask == MaskKind::BoolLS || c.mask == MaskKind::BoolB11S || c.mask == MaskKind::BoolBHLS;
+  if (is_bool) return keep;
+  return random_nonzero(shape, dtype).masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+}
+
+// Forward and gradients of d sum(out * gy) / d q, k, v through `sdpa`.
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+template <typename Fn>
+Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& gy, Fn&& sdpa) {
+  Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true),
+         v = v0.detach().requires_grad_(true);
+  Tensor out = sdpa(q, k, v);
+  (out * gy).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+// The fused path against the reference: float32 to 1e-5 (the gradients, sums over L or S
+// of products, to 1e-5 plus 1e-4 relative).
+void require_close(const Result& fused, const Result& ref) {
+  require_close(fused.out, ref.out, 1e-5, 1e-5, "out");
+  require_close(fused.dq, ref.dq, 1e-5, 1e-4, "dq");
+  require_close(fused.dk, ref.dk, 1e-5, 1e-4, "dk");
+  require_close(fused.dv, ref.dv, 1e-5, 1e-4, "dv");
+}
+
+void check_fused_matches_reference(const Case& c) {
+  INFO(describe(c));
+  const Tensor q = random_nonzero(cat(c.batch, {c.L, c.E})), k = random_nonzero(cat(c.batch, {c.S, c.E})),
+               v = random_nonzero(cat(c.batch, {c.S, c.Ev})), gy = random_nonzero(cat(c.batch, {c.L, c.Ev}));
+  const Tensor mask = make_mask(c, kFloat32);
+  const bool causal = c.mask == MaskKind::Causal;
+  const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    Tensor out = F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal);
+    REQUIRE(ran_fused(out));
+    return out;
+  });
+  const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    return F::detail::sdpa_reference(a, b, d, mask, 0.0, causal, std::nullopt);
+  });
+  require_close(fused, ref);
+}
+
+}  // namespace
+
+TEST_CASE("sdpa fused kernel matches the composition of ops", "[attention]") {
+  manual_seed(1);
+  const std::vector<Case> cases = {
+      {{2, 3}, 5, 7, 4, 6, MaskKind::None},
+      {{2, 3}, 37, 133, 16, 9, MaskKind::None},     // several query and key tiles, partial last ones
+      {{2, 2}, 19, 70, 1, 3, MaskKind::BoolLS, true},
+      {{2, 2}, 21, 65, 3, 5, MaskKind::BoolB11S},
+      {{2, 2}, 17, 66, 64, 64, MaskKind::BoolBHLS, true},
+      {{2, 2}, 9, 11, 128, 32, MaskKind::FloatLS, true},
+      {{2, 3}, 33, 70, 16, 8, MaskKind::FloatBHLS},
+      {{2, 2}, 40, 70, 16, 8, MaskKind::Causal},   // L < S
+      {{2, 2}, 90, 20, 3, 8, MaskKind::Causal},    // L > S: every row still sees key 0
+      {{3}, 13, 29, 8, 5, MaskKind::BoolBHLS},     // 3-D (N, L, E)
+      {{}, 6, 10, 4, 4, MaskKind::FloatLS},        // 2-D (L, E)
+  };
+  for (const Case& c : cases) check_fused_matches_reference(c);
+}
+
+TEST_CASE("sdpa broadcasts key and value over the query's leading dims", "[attention]") {
+  manual_seed(2);
+  const Tensor q = random_nonzero({2, 3, 9, 8}), k = random_nonzero({1, 3, 12, 8}), v = random_nonzero({2, 1, 12, 5});
+  const Tensor gy = random_nonzero({2, 3, 9, 5});
+  const Tensor mask = rand({2, 1, 9, 12}).lt(0.8);
+  const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    return F::scaled_dot_product_attention(a, b, d, mask);
+  });
+  const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    return F::detail::sdpa_reference(a, b, d, mask, 0.0, false, std::nullopt);
+  });
+  require_close(fused, ref);
+}
+
+TEST_CASE("sdpa rows with every key masked give 0 and gradient 0", "[attention]") {
+  manual_seed(3);
+  const Tensor q = random_nonzero({1, 2, 4, 3}), k = random_nonzero({1, 2, 6, 3}), v = random_nonzero({1, 2, 6, 2});
+  Tensor keep = ones({4, 6}, kBool);
+  keep.select(0, 1).fill_(false);
+  for (const Tensor& mask : {keep, zeros({4, 6}).masked_fill(keep.logical_not(), -INFINITY)}) {
+    for (bool reference : {false, true}) {
+      const Result r = run(q, k, v, ones({1, 2, 4, 2}), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+        return reference ? F::detail::sdpa_reference(a, b, d, mask, 0.0, false, std::nullopt)
+                         : F::scaled_dot_product_attention(a, b, d, mask);
+      });
+      CHECK(r.out.select(2, 1).abs().max().item<float>() == 0);
+      CHECK(r.dq.select(2, 1).abs().max().item<float>() == 0);
+      CHECK(r.out.select(2, 0).abs().max().item<float>() > 0);
+      CHECK_FALSE(r.dk.isnan().any().item<bool>());
+    }
+  }
+}
+
+TEST_CASE("sdpa fused backward passes float64 gradcheck", "[attention]") {
+  manual_seed(4);
+  struct GCase {
+    int64_t L, S, E, Ev;
+    MaskKind mask;
+    bool dead_row;
+  };
+  for (const GCase& g : {GCase{5, 7, 3, 4, MaskKind::None, false}, GCase{5, 7, 3, 2, MaskKind::BoolLS, true},
+                         GCase{4, 6, 2, 3, MaskKind::FloatBHLS, false}, GCase{7, 5, 3, 2, MaskKind::Causal, false},
+                         GCase{3, 70, 2, 2, MaskKind::Causal, false}, GCase{4, 70, 2, 2, MaskKind::BoolBHLS, true}}) {
+    const Case c{{2, 2}, g.L, g.S, g.E, g.Ev, g.mask, g.dead_row};
+    INFO(describe(c));
+    const Tensor mask = make_mask(c, kFloat64);
+    const bool causal = g.mask == MaskKind::Causal;
+    auto f = [&](const std::vector<Tensor>& in) {
+      Tensor out = F::scaled_dot_product_attention(in[0], in[1], in[2], mask, 0.0, causal);
+      if (out.requires_grad()) REQUIRE(ran_fused(out));  // gradcheck's numeric passes record nothing
+      return out;
+    };
+    CHECK(gradcheck(f, {leaf({2, 2, g.L, g.E}), leaf({2, 2, g.S, g.E}), leaf({2, 2, g.S, g.Ev})}));
+  }
+}
+
+TEST_CASE("sdpa matches PyTorch 2.x golden values", "[attention]") {
+  const SafetensorsFile& golden = golden_file("attention");
+  auto fixture = [&](const std::string& name) {
+    auto it = golden.tensors.find(name);
+    INFO("fixture " << name);
+    REQUIRE(it != golden.tensors.end());
+    return it->second;
+  };
+  std::istringstream names(golden.metadata.at("cases"));
+  int cases = 0;
+  for (std::string c; std::getline(names, c, ',');) {
+    INFO("case " << c);
+    ++cases;
+    Tensor mask;
+    if (golden.tensors.count(c + ".mask")) {
+      mask = fixture(c + ".mask");
+      if (fixture(c + ".mask_is_bool").item<int64_t>() == 1) mask = mask.ne(0);
+    }
+    const bool causal = golden.metadata.at(c + ".causal") == "1";
+    const std::string scale_text = golden.metadata.at(c + ".scale");
+    const std::optional<double> scale =
+        scale_text == "none" ? std::nullopt : std::optional<double>(std::stod(scale_text));
+    const Result r = run(fixture(c + ".q"), fixture(c + ".k"), fixture(c + ".v"), fixture(c + ".gy"),
+                         [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+                           return F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal, scale);
+                         });
+    require_close(r.out, fixture(c + ".out"), 1e-5, 1e-5, "out");
+    require_close(r.dq, fixture(c + ".grad_q"), 1e-5, 1e-5, "grad_q");
+    require_close(r.dk, fixture(c + ".grad_k"), 1e-5, 1e-5, "grad_k");
+    require_close(r.dv, fixture(c + ".grad_v"), 1e-5, 1e-5, "grad_v");
+  }
+  CHECK(cases == 13);
+}
+
+TEST_CASE("sdpa dropout drops and rescales the attention weights", "[attention]") {
+  manual_seed(5);
+  const Tensor q = random_nonzero({2, 2, 6, 4}), k = random_nonzero({2, 2, 9, 4}), v = random_nonzero({2, 2, 9, 3});
+  const Tensor plain = F::scaled_dot_product_attention(q, k, v);
+  CHECK(F::scaled_dot_product_attention(q, k, v, Tensor(), 0.0).eq(plain).all().item<bool>());  // p = 0: deterministic
+
+  manual_seed(11);
+  const Tensor dropped = F::scaled_dot_product_attention(q, k, v, Tensor(), 0.5);
+  manual_seed(11);
+  CHECK(F::scaled_dot_product_attention(q, k, v, Tensor(), 0.5).eq(dropped).all().item<bool>());  // same seed, same draw
+  CHECK_FALSE(allclose(dropped, plain, 1e-3, 1e-3));
+
+  // The draw is the weights' dropout mask from the default generator, kept ones scaled by 1 / (1 - p).
+  manual_seed(11);
+  const Tensor keep = bernoulli({2, 2, 6, 9}, 0.5);
+  const Tensor weights = (q.matmul(k.transpose(-2, -1)) * 0.5).softmax(-1);  // scale 1 / sqrt(4)
+  require_close(dropped, (weights * keep * 2.0).matmul(v), 1e-6, 1e-5, "dropped");
+
+  // Averaged over many draws, dropout keeps the expected value.
+  Tensor mean = zeros_like(plain);
+  const int draws = 400;
+  for (int i = 0; i < draws; ++i) mean = mean + F::scaled_dot_product_attention(q, k, v, Tensor(), 0.5);
+  require_close(mean / double(draws), plain, 0.15, 0.0, "mean of the draws");
+}
+
+TEST_CASE("sdpa under CPU autocast runs in bfloat16", "[attention]") {
+  manual_seed(6);
+  const Tensor q = random_nonzero({2, 5, 8}), k = random_nonzero({2, 7, 8}), v = random_nonzero({2, 7, 4});
+  Tensor mask = rand({5, 7}).lt(0.8);
+  mask.select(1, 0).fill_(true);
+  const Tensor expected = F::scaled_dot_product_attention(q, k, v, mask);
+  amp::AutocastGuard autocast(kCPU, kBFloat16);
+  const Tensor out = F::scaled_dot_product_attention(q, k, v, mask);
+  CHECK(out.dtype() == kBFloat16);
+  require_close(out.to(kFloat32), expected, 5e-2, 5e-2, "bfloat16 out");
+}
+
+TEST_CASE("sdpa rejects bad arguments with typed errors", "[attention]") {
+  const Tensor q = randn({2, 3, 5, 4}), k = randn({2, 3, 7, 4}), v = randn({2, 3, 7, 6});
+  const std::string op = "scaled_dot_product_attention";
+  require_throws_with<ShapeError>([&] { F::scaled_dot_product_attention(randn({4}), k, v); }, {op, "(4,)", "2 dims"});
+  require_throws_with<ShapeError>([&] { F::scaled_dot_product_attention(randn({2, 3, 5, 3}), k, v); },
+                                  {op, "(2, 3, 5, 3)", "embedding size E"});
+  require_throws_with<ShapeError>([&] { F::scaled_dot_product_attention(q, k, randn({2, 3, 6, 6})); },
+                                  {op, "(2, 3, 6, 6)", "sequence length S"});
+  require_throws_with<ShapeError>([&] { F::scaled_dot_product_attention(q, randn({4, 3, 7, 4}), v); }, {op});
+  require_throws_with<ShapeError>([&] { F::scaled_dot_product_attention(q, k, v, ones({5, 6}, kBool)); },
+                                  {op, "(5, 6)", "(2, 3, 5, 7)"});
+  require_throws_with<ShapeError>([&] { F::scaled_dot_product_attention(q, k, v, ones({3, 3, 5, 7}, kBool)); },
+                                  {op, "(3, 3, 5, 7)"});
+  require_throws_with<DTypeError>([&] { F::scaled_dot_product_attention(q, k, v, ones({5, 7}, kInt64)); },
+                                  {op, "attn_mask", "int64"});
+  require_throws_with<DTypeError>([&] { F::scaled_dot_product_attention(q, k.to(kFloat64), v); },
+                                  {op, "float32", "float64"});
+  require_throws_with<DTypeError>([&] { F::scaled_dot_product_attention(q.to(kInt64), k.to(kInt64), v.to(kInt64)); },
+                                  {op, "int64"});
+  require_throws_with<ValueError>([&] { F::scaled_dot_product_attention(q, k, v, ones({5, 7}, kBool), 0.0, true); },
+                                  {op, "is_causal"});
+  require_throws_with<ValueError>([&] { F::scaled_dot_product_attention(q, k, v, Tensor(), 1.0); },
+                                  {op, "dropout_p"});
+}
+
+TEST_CASE("docs/nn.md: the attention example runs", "[attention]") {
+  manual_seed(7);
+  // The body of the example in docs/nn.md (keep the two in step).
+  Tensor q = randn({2, 4, 10, 16}), k = randn({2, 4, 12, 16}), v = randn({2, 4, 12, 8});  // (B, H, L|S, E|Ev)
+  Tensor padding = ones({2, 1, 1, 12}, kBool);  // (B, 1, 1, S): true = may attend
+  padding.select(0, 1).narrow(-1, 9, 3).fill_(false);  // the second sequence has 9 keys
+  Tensor out = nn::functional::scaled_dot_product_attention(q, k, v, padding);  // (2, 4, 10, 8)
+  Tensor causal = nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, /*is_causal=*/true);
+
+  CHECK(out.sizes() == Shape{2, 4, 10, 8});
+  CHECK(causal.sizes() == Shape{2, 4, 10, 8});
+  // The second sequence ignores its last 3 keys: changing them changes nothing.
+  Tensor v2 = v.clone();
+  v2.select(0, 1).narrow(-2, 9, 3).fill_(100.0);
+  CHECK(allclose(nn::functional::scaled_dot_product_attention(q, k, v2, padding).select(0, 1), out.select(0, 1)));
+  // Causal: query 0 sees key 0 only.
+  CHECK(allclose(causal.select(2, 0), v.select(2, 0)));
+}
