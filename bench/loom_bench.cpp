@@ -8,6 +8,7 @@
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
 //   lstm-sentiment  Embedding(20000,128) → LSTM(128→256) → last → Linear     64 × 256
 //   lstm-2x512      Embedding(20000,512) → 2-layer LSTM(512→512) → last → Linear  64 × 100
+//   transformer-small Embedding(20000,256) + positions → 2 post-norm encoder layers (d 256, 4 heads, ff 1024) → mean → Linear  32 × 128
 //
 // One step = zero_grad, forward, loss, backward, Adam(lr=1e-3) step on one fixed random
 // batch; ms_per_step is the median of the measured steps after two warm-up steps.
@@ -172,6 +173,23 @@ struct LSTMClassifier : nn::Module {
   nn::Linear fc;
 };
 
+struct TransformerClassifier : nn::Module {
+  TransformerClassifier(int64_t seq = 128, int64_t d = 256)
+      : emb(register_module("emb", nn::Embedding(20000, d))),
+        pos(register_parameter("pos", randn({seq, d}) * 0.02)),
+        enc(register_module("enc", nn::TransformerEncoder(nn::TransformerEncoderLayerOptions(d, 4)
+                                                              .dim_feedforward(1024)
+                                                              .dropout(0.0)
+                                                              .batch_first(true),
+                                                          2))),
+        fc(register_module("fc", nn::Linear(d, 2))) {}
+  Tensor forward(const Tensor& tokens) { return fc(enc(emb(tokens) + pos).mean(1)); }  // (B, T) -> (B, 2)
+  nn::Embedding emb;
+  Tensor pos;  // (T, d) learned positions
+  nn::TransformerEncoder enc;
+  nn::Linear fc;
+};
+
 // A model on its device with its fixed batch: loss() runs the forward pass and the loss.
 struct Task {
   std::shared_ptr<nn::Module> model;
@@ -212,6 +230,8 @@ const std::vector<Workload>& workloads() {
        [](Device device) {
          return classifier(std::make_shared<LSTMClassifier>(20000, 512, 512, 2), 20000, 64, 100, device);
        }},
+      {"transformer-small", 32, 128, 10,
+       [](Device device) { return classifier(std::make_shared<TransformerClassifier>(), 20000, 32, 128, device); }},
   };
   return all;
 }
@@ -323,9 +343,6 @@ int main(int argc, char** argv) {
       flush_denormal = true;
     } else if (arg == "-h" || arg == "--help") {
       usage(argv[0], "the training-step benchmarks of shared/workloads.md");
-    } else if (arg == "transformer-small") {
-      usage(argv[0], "transformer-small is not benchmarked by loom-bench: Loom has no transformer encoder layer "
-                     "(multi-head attention) yet; run it in the PyTorch peer only");
     } else if (const Workload* w = find_workload(arg)) {
       selected.push_back(w);
     } else {

@@ -77,7 +77,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
 
     auto model = make_model(int64_t(task.vocab.size()), int64_t(task.labels.size()));
     model->to(device);
-    std::printf("%s", model->str().c_str());
+    std::printf("%s\n", model->str().c_str());
     optim::AdamW optimizer(model->parameters(), p.lr);
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
 

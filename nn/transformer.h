@@ -1,0 +1,104 @@
+// The Transformer encoder, as torch.nn.TransformerEncoderLayer and TransformerEncoder,
+// with PyTorch's options, defaults, parameter names and initialisation; and the helpers a
+// Transformer classifier needs: the causal mask, sinusoidal and learned positions.
+//
+//   nn::TransformerEncoder encoder(
+//       nn::TransformerEncoderLayerOptions(64, 4).dim_feedforward(128).batch_first(true), /*num_layers=*/2);
+//   Tensor h = encoder(x, Tensor(), padding);      // x (N, T, 64), padding (N, T) bool: true = pad
+//
+// Layer (post-norm, PyTorch's default):  x = norm1(x + sa(x)); x = norm2(x + ff(x))
+// Layer with norm_first:                 x = x + sa(norm1(x)); x = x + ff(norm2(x))
+// where sa is self-attention (nn::MultiheadAttention, need_weights false) with dropout1 and
+// ff is linear2(dropout(activation(linear1(x)))) with dropout2. The encoder's layers start
+// as copies of one layer (equal weights, as PyTorch's deepcopy), then an optional norm.
+#pragma once
+
+#include <string>
+
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/module_list.h"
+#include "nn/multihead_attention.h"
+
+namespace loom::nn {
+
+struct TransformerEncoderLayerOptions {
+  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
+  TransformerEncoderLayerOptions& dim_feedforward(int64_t d) { dim_feedforward_ = d; return *this; }
+  TransformerEncoderLayerOptions& dropout(double p) { dropout_ = p; return *this; }
+  TransformerEncoderLayerOptions& activation(std::string a) { activation_ = std::move(a); return *this; }
+  TransformerEncoderLayerOptions& layer_norm_eps(double e) { layer_norm_eps_ = e; return *this; }
+  TransformerEncoderLayerOptions& batch_first(bool b) { batch_first_ = b; return *this; }
+  TransformerEncoderLayerOptions& norm_first(bool b) { norm_first_ = b; return *this; }
+  TransformerEncoderLayerOptions& bias(bool b) { bias_ = b; return *this; }
+  int64_t d_model_, nhead_;
+  int64_t dim_feedforward_ = 2048;
+  double dropout_ = 0.1;
+  std::string activation_ = "relu";  // or "gelu"
+  double layer_norm_eps_ = 1e-5;
+  bool batch_first_ = false;
+  bool norm_first_ = false;
+  bool bias_ = true;
+};
+
+class TransformerEncoderLayerImpl : public Module {
+ public:
+  TransformerEncoderLayerImpl(int64_t d_model, int64_t nhead)
+      : TransformerEncoderLayerImpl(TransformerEncoderLayerOptions(d_model, nhead)) {}
+  explicit TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& options);
+  // src (T, N, d_model), (N, T, d_model) with batch_first, or (T, d_model); src_mask and
+  // src_key_padding_mask as nn::MultiheadAttention's attn_mask and key_padding_mask.
+  Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false);
+
+  TransformerEncoderLayerOptions options;
+  MultiheadAttention self_attn;
+  Linear linear1, linear2;
+  LayerNorm norm1, norm2;
+
+ private:
+  Tensor feed_forward(const Tensor& x);
+};
+using TransformerEncoderLayer = ModuleHolder<TransformerEncoderLayerImpl>;
+
+class TransformerEncoderImpl : public Module {
+ public:
+  // num_layers copies of a layer made with `layer_options` (all with the same initial
+  // weights), then `norm` if given.
+  TransformerEncoderImpl(const TransformerEncoderLayerOptions& layer_options, int64_t num_layers,
+                         LayerNorm norm = nullptr);
+  Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false);
+
+  ModuleList layers;
+  LayerNorm norm;  // empty without a final norm
+};
+using TransformerEncoder = ModuleHolder<TransformerEncoderImpl>;
+
+// (size, size) float: 0 on and below the diagonal, -inf above it (may not attend to later
+// positions), as nn.Transformer.generate_square_subsequent_mask.
+Tensor generate_square_subsequent_mask(int64_t size, TensorOptions options = kFloat32);
+
+// (max_len, d_model): sin(pos / 10000^(2i/d)) in the even columns and cos(...) in the odd
+// ones, the encoding of "Attention Is All You Need" (and PyTorch's tutorial).
+Tensor sinusoidal_positional_encoding(int64_t max_len, int64_t d_model, TensorOptions options = kFloat32);
+
+// x + positions, for x (N, T, d_model) (batch first): fixed sinusoidal positions (a buffer
+// "pe") or learned ones (an Embedding "embedding" of max_len positions), then dropout.
+class PositionalEncodingImpl : public Module {
+ public:
+  PositionalEncodingImpl(int64_t d_model, int64_t max_len, bool learned = false, double dropout = 0.0);
+  Tensor forward(const Tensor& x);
+  std::string extra_repr() const override;
+
+  int64_t d_model, max_len;
+  bool learned;
+  double dropout;
+  Tensor pe;                    // (max_len, d_model), sinusoidal
+  Embedding embedding{nullptr};  // learned: max_len positions of d_model
+};
+using PositionalEncoding = ModuleHolder<PositionalEncodingImpl>;
+
+}  // namespace loom::nn
