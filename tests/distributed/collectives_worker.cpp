@@ -1,4 +1,4 @@
-// One rank of the distributed_collectives_N tests: tests/distributed/launch.py starts N of
+// One rank of the distributed_collectives_N tests: loomrun (tools/loomrun.cpp) starts N of
 // these with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK set. Each rank joins
 // the default group from that environment, runs every collective for every dtype, shape
 // and ReduceOp, and checks its result against the value computed here in closed form.
@@ -79,6 +79,9 @@ int main() {
       std::cerr << "rank " << rank << ": get_rank/get_world_size/get_local_rank disagree with the environment\n";
       return 1;
     }
+    // The loomrun test's failing rank: it throws while the others wait for it in a collective.
+    if (const char* fail = std::getenv("LOOM_TEST_FAIL_RANK"); fail && std::atoi(fail) == rank)
+      throw std::runtime_error("rank " + std::to_string(rank) + " fails on purpose (LOOM_TEST_FAIL_RANK)");
     const std::vector<DType> dtypes = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64};
     const std::vector<Shape> shapes = {{7}, {3, 5}, {1031}, {0}};
     const std::vector<dist::ReduceOp> ops = {dist::ReduceOp::SUM, dist::ReduceOp::AVG, dist::ReduceOp::MAX,
