@@ -6,7 +6,12 @@
 namespace loom::nn {
 
 SummaryRecorder::SummaryRecorder(Module& root) {
-  for (auto& [name, module] : root.named_modules()) rows_.push_back({name, module});
+  for (auto& [name, module] : root.named_modules()) {
+    Row row;
+    row.name = name;
+    row.module = module;
+    rows_.push_back(std::move(row));
+  }
   // Every row is in place before any hook can run: the hooks hold their row's index.
   for (size_t i = 1; i < rows_.size(); ++i) {
     rows_[i].hook = rows_[i].module->register_forward_hook([this, i](Module&, const Tensor& out) {
