@@ -27,6 +27,13 @@ namespace loom::distributed {
 
 namespace {
 
+// memcpy that allows the null data pointers of empty tensors (memcpy itself may not be
+// given null, even for 0 bytes).
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+
 // Lets Gloo's connectFullMesh rendezvous through a TCPStore.
 class GlooStore : public gloo::rendezvous::Store {
  public:
@@ -254,7 +261,7 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather(const std::vector<Tensor>& ou
     opts.setTag(tag);
     opts.setTimeout(impl->timeout);
     gloo::allgather(opts);
-    for (size_t r = 0; r < outputs.size(); ++r) std::memcpy(outputs[r].data(), gathered.data() + r * bytes, bytes);
+    for (size_t r = 0; r < outputs.size(); ++r) copy_bytes(outputs[r].data(), gathered.data() + r * bytes, bytes);
   });
 }
 
@@ -268,9 +275,9 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(const Tensor& output, con
     size_t bytes = output.nbytes();
     // (size, n): inputs[r] in row r; after the allreduce, row rank() is this rank's result.
     std::vector<char> all(bytes * inputs.size());
-    for (size_t r = 0; r < inputs.size(); ++r) std::memcpy(all.data() + r * bytes, inputs[r].data(), bytes);
+    for (size_t r = 0; r < inputs.size(); ++r) copy_bytes(all.data() + r * bytes, inputs[r].data(), bytes);
     impl->reduce(all.data(), output.dtype(), size_t(output.numel()) * inputs.size(), op, tag);
-    std::memcpy(output.data(), all.data() + size_t(rank) * bytes, bytes);
+    copy_bytes(output.data(), all.data() + size_t(rank) * bytes, bytes);
   });
 }
 
