@@ -4,13 +4,14 @@
 //   examples::AmpOption amp;  amp.add_to(app);
 //   amp::GradScaler scaler({.enabled = amp.needs_scaler()});
 //   { amp::AutocastGuard autocast = amp.guard(device); logits = model(x); loss = ...; }
-//   scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update();
+//   scaler.scale(loss).backward(); examples::scaled_step(scaler, optimizer, model->parameters(), 1.0);
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "loom.h"
 
@@ -34,5 +35,18 @@ struct AmpOption {
     return std::make_unique<loom::amp::AutocastGuard>(device, dtype(), /*enabled=*/dtype().has_value());
   }
 };
+
+// The optimizer step that ends a group of micro-batches: with max_norm > 0 the gradients
+// are unscaled first, so that clipping sees the true ones, and clipped; then the scaler
+// steps (skipping a step whose gradients hold inf or NaN) and updates its scale.
+inline void scaled_step(loom::amp::GradScaler& scaler, loom::optim::Optimizer& optimizer,
+                        const std::vector<loom::Tensor>& parameters, double max_norm) {
+  if (max_norm > 0) {
+    scaler.unscale_(optimizer);
+    loom::optim::clip_grad_norm_(parameters, max_norm);
+  }
+  scaler.step(optimizer);
+  scaler.update();
+}
 
 }  // namespace examples

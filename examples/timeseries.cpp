@@ -170,10 +170,7 @@ int main(int argc, char** argv) {
         loss_sum += l * double(n);
         seen += n;
         if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
-          scaler.unscale_(optimizer);  // clip the true gradients
-          optim::clip_grad_norm_(model->parameters(), 1.0);
-          scaler.step(optimizer);
-          scaler.update();
+          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
           log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
         }
         bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
