@@ -55,12 +55,11 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderLayerOpti
     : Module("TransformerEncoder") {
   LOOM_CHECK(num_layers > 0, ValueError, "TransformerEncoder: num_layers must be positive, got ", num_layers);
   layers = register_module("layers", ModuleList());
-  TransformerEncoderLayer first(layer_options);
-  layers->push_back(first);
-  for (int64_t i = 1; i < num_layers; ++i) {
-    TransformerEncoderLayer copy(layer_options);
-    copy->load_state_dict(first->state_dict());  // as PyTorch's deepcopy of one layer
-    layers->push_back(copy);
+  for (int64_t i = 0; i < num_layers; ++i) {
+    TransformerEncoderLayer layer(layer_options);
+    if (i > 0) layer->load_state_dict(stack_.front()->state_dict());  // as PyTorch's deepcopy of one layer
+    layers->push_back(layer);
+    stack_.push_back(layer);
   }
   if (!final_norm.is_empty()) norm = register_module("norm", final_norm);
 }
@@ -68,8 +67,7 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderLayerOpti
 Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                        bool is_causal) {
   Tensor x = src;
-  for (size_t i = 0; i < layers->size(); ++i)
-    x = (*layers->at<TransformerEncoderLayerImpl>(i)).forward(x, mask, src_key_padding_mask, is_causal);
+  for (const TransformerEncoderLayer& layer : stack_) x = layer(x, mask, src_key_padding_mask, is_causal);
   return norm.is_empty() ? x : norm(x);
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "nn/embedding.h"
 #include "nn/layer_norm.h"
@@ -74,6 +75,9 @@ class TransformerEncoderImpl : public Module {
 
   ModuleList layers;
   LayerNorm norm;  // empty without a final norm
+
+ private:
+  std::vector<TransformerEncoderLayer> stack_;  // layers' modules, typed, in order
 };
 using TransformerEncoder = ModuleHolder<TransformerEncoderImpl>;
 

@@ -193,3 +193,16 @@ TEST_CASE("MultiheadAttention and the encoder refuse bad options and shapes", "[
                                   {"is_causal", "attn_mask"});
   require_throws_with<DTypeError>([&] { attention(x, x, x, Tensor(), true, zeros({5, 5}, kInt64)); }, {"mask", "int64"});
 }
+
+TEST_CASE("ModuleList: children named 0, 1, ..., typed access and its errors", "[transformer]") {
+  nn::ModuleList list;
+  list->push_back(nn::Linear(4, 3));
+  list->push_back(nn::LayerNorm(3));
+  CHECK(list->size() == 2);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : list->named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"});
+  CHECK(list->at<nn::LinearImpl>(0)->weight.sizes() == Shape{3, 4});
+  require_throws_with<IndexError>([&] { list->at<nn::LinearImpl>(2); }, {"ModuleList", "index 2", "2"});
+  require_throws_with<ValueError>([&] { list->at<nn::LinearImpl>(1); }, {"ModuleList", "module 1", "LayerNorm"});
+}
