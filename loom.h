@@ -26,6 +26,7 @@
 #include "core/safetensors.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "distributed/distributed.h"
 
 #include "data/data.h"
 #include "train/train.h"

@@ -9,6 +9,7 @@
 //   lstm-sentiment  Embedding(20000,128) → LSTM(128→256) → last → Linear     64 × 256
 //   lstm-2x512      Embedding(20000,512) → 2-layer LSTM(512→512) → last → Linear  64 × 100
 //   transformer-small Embedding(20000,256) + positions → 2 post-norm encoder layers (d 256, 4 heads, ff 1024) → mean → Linear  32 × 128
+//   lstm-sentiment-ddp  lstm-sentiment per rank, under DistributedDataParallel (run by loomrun; not in "all")
 //
 // One step = zero_grad, forward, loss, backward, Adam(lr=1e-3) step on one fixed random
 // batch; ms_per_step is the median of the measured steps after two warm-up steps.
@@ -209,7 +210,21 @@ struct Workload {
   int64_t batch, seq;
   int default_steps;  // as torch_workloads.py
   std::function<Task(Device)> make;
+  bool data_parallel = false;  // one rank of a loomrun job: batch and seq are per rank
 };
+
+// lstm-sentiment-ddp: lstm-sentiment as one rank of DistributedDataParallel (gloo), under
+// `loomrun --nproc-per-node N loom-bench --threads 1 lstm-sentiment-ddp`; each rank draws its
+// own batch. Against N = 1 this measures the scaling (bench/ddp_scaling.sh).
+Task data_parallel_classifier(Device device) {
+  if (!distributed::is_initialized()) distributed::init_process_group(device.is_cuda() ? "nccl" : "gloo");
+  auto model = std::make_shared<LSTMClassifier>(20000, 128, 256, 1);
+  model->to(device);
+  auto ddp = std::make_shared<nn::parallel::DistributedDataParallel<std::shared_ptr<LSTMClassifier>>>(model);
+  manual_seed(1 + uint64_t(distributed::get_rank()));
+  const Tensor x = randint(0, 20000, {64, 256}).to(device), y = randint(0, 2, {64}).to(device);
+  return {model, [ddp, x, y] { return nn::functional::cross_entropy((*ddp)(x), y); }};
+}
 
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> all = {
@@ -232,6 +247,7 @@ const std::vector<Workload>& workloads() {
        }},
       {"transformer-small", 32, 128, 10,
        [](Device device) { return classifier(std::make_shared<TransformerClassifier>(), 20000, 32, 128, device); }},
+      {"lstm-sentiment-ddp", 64, 256, 5, data_parallel_classifier, /*data_parallel=*/true},
   };
   return all;
 }
@@ -269,14 +285,21 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
         loss = l.item<double>();  // on CUDA this copy waits for the step's kernels
       },
       kWarmupSteps, steps);
-  const std::string peak_mem =
+  std::string peak_mem =
       memory ? ",\"peak_mem_bytes\":" + std::to_string(memory->peak_since_reset()) : std::string();
+  // A data-parallel step is every rank's: rank 0 reports, with the samples of all ranks.
+  const int ranks = w.data_parallel ? distributed::get_world_size() : 1;
+  if (w.data_parallel && distributed::get_rank() != 0) return;
+  if (w.data_parallel) {
+    peak_mem += ",\"ranks\":" + std::to_string(ranks) + ",\"per_rank_batch\":" + std::to_string(w.batch) +
+                ",\"samples_per_s\":" + std::to_string(double(ranks * w.batch) / seconds);
+  }
   std::printf(
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
       "\"flush_denormal\":%s,\"amp\":\"%s\"}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
-      get_num_threads(), steps, seconds * 1e3, double(w.batch * w.seq) / seconds,
+      get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, peak_mem.c_str(), static_cast<long long>(peak_rss_bytes()), load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str());
   std::fflush(stdout);
@@ -350,7 +373,8 @@ int main(int argc, char** argv) {
     }
   }
   if (selected.empty())
-    for (const Workload& w : workloads()) selected.push_back(&w);
+    for (const Workload& w : workloads())
+      if (!w.data_parallel) selected.push_back(&w);  // the DDP one runs under loomrun, by name
 
   try {
     const Device device(device_name);

@@ -5,6 +5,7 @@
 
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/distributed_sampler.h"
 #include "data/read_report.h"
 #include "data/sampler.h"
 #include "data/text_dataset.h"

@@ -5,6 +5,7 @@
 
 #include "distributed/error.h"
 #include "distributed/process_group_gloo.h"
+#include "distributed/process_group_nccl.h"
 #include "distributed/tcp_store.h"
 
 namespace loom::distributed {
@@ -70,11 +71,23 @@ ProcessGroup& group_locked(DefaultGroup& s) {
   return *s.group;
 }
 
+// GLOO_SOCKET_IFNAME (PyTorch's name): the network interface Gloo binds to, where the
+// machine's hostname does not resolve to an address the other hosts reach.
+ProcessGroupGlooOptions gloo_options(const InitOptions& options) {
+  ProcessGroupGlooOptions gloo;
+  gloo.timeout(options.timeout_);
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) gloo.iface(iface);
+  return gloo;
+}
+
 }  // namespace
 
 void init_process_group(const std::string& backend, const InitOptions& options) {
-  LOOM_CHECK(backend == "gloo", DistributedError, "init_process_group: unknown backend '", backend,
-             "' (the one backend is \"gloo\")");
+  LOOM_CHECK(backend == "gloo" || backend == "nccl", DistributedError, "init_process_group: unknown backend '",
+             backend, "' (the backends are \"gloo\", for CPU tensors, and \"nccl\", for CUDA tensors)");
+  // Before the environment and the store: a build without NCCL fails the same everywhere.
+  LOOM_CHECK(backend != "nccl" || is_nccl_available(), DistributedError, "init_process_group: ",
+             nccl_unavailable_reason());
   DefaultGroup& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   LOOM_CHECK(s.group == nullptr, DistributedError,
@@ -83,15 +96,21 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   int world_size = options.world_size_ ? *options.world_size_ : env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
   std::string addr = options.master_addr_ ? *options.master_addr_ : env_string({"MASTER_ADDR"});
   int port = options.master_port_ ? *options.master_port_ : env_int({"MASTER_PORT"});
-  int local_rank = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, rank);
+  int local_env = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, -1);  // -1: not set
+  int local_rank = local_env >= 0 ? local_env : rank;
   LOOM_CHECK(world_size >= 1 && rank < world_size, DistributedError, "init_process_group: rank ", rank,
              " is not in [0, ", world_size, ") (RANK and WORLD_SIZE)");
   LOOM_CHECK(port >= 1 && port <= 65535, DistributedError, "init_process_group: MASTER_PORT ", port,
              " is not in [1, 65535]");
 
   auto store = std::make_shared<TCPStore>(addr, port, rank == 0, options.timeout_);
-  s.group = std::make_unique<ProcessGroupGloo>(std::move(store), rank, world_size,
-                                               ProcessGroupGlooOptions().timeout(options.timeout_));
+  if (backend == "nccl") {  // one GPU per rank: cuda:LOCAL_RANK, else the current device
+    s.group = std::make_unique<ProcessGroupNCCL>(std::move(store), rank, world_size,
+                                                 ProcessGroupNCCLOptions().timeout(options.timeout_).device(local_env));
+  } else {
+    s.group = std::make_unique<ProcessGroupGloo>(std::move(store), rank, world_size,
+                                                 gloo_options(options));
+  }
   s.local_rank = local_rank;
 }
 

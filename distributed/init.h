@@ -6,6 +6,8 @@
 //                              sets OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE instead
 //   LOCAL_RANK                 the rank on this machine (OMPI_COMM_WORLD_LOCAL_RANK);
 //                              optional, defaults to RANK
+//   GLOO_SOCKET_IFNAME         gloo: the network interface to use (e.g. eth0); unset, the
+//                              machine's hostname (127.0.0.1 when the master is loopback)
 //
 // A value given in InitOptions wins over the environment; a missing or malformed one is a
 // DistributedError naming the variable.
@@ -37,7 +39,8 @@ struct InitOptions {
   InitOptions& master_port(int p) { master_port_ = p; return *this; }
 };
 
-// Sets up the default group ("gloo" is the one backend); an error if one exists already.
+// Sets up the default group: "gloo" (CPU tensors) or "nccl" (CUDA tensors, one GPU per rank:
+// cuda:LOCAL_RANK; Loom built with CUDA); an error if one exists already.
 void init_process_group(const std::string& backend = "gloo", const InitOptions& options = {});
 bool is_initialized();
 // Runs the default group's queued collectives, then closes it (a no-op without one).

@@ -5,9 +5,10 @@
 // the order they were called, on its own thread. Every rank must call the same
 // collectives in the same order with tensors of the same sizes and dtype.
 //
-// Tensors are written in place: they must be contiguous CPU tensors, and must stay
-// unmodified (and un-read, for outputs) until wait() returns. A collective that fails
-// (a peer went away, the group's timeout passed) throws DistributedError from wait().
+// Tensors are written in place: they must be contiguous tensors on the group's device()
+// (the CPU for Gloo, this rank's GPU for NCCL), and must stay unmodified (and un-read, for
+// outputs) until wait() returns. A collective that fails (a peer went away, the group's
+// timeout passed) throws DistributedError from wait().
 #pragma once
 
 #include <future>
@@ -25,13 +26,19 @@ enum class ReduceOp { SUM, AVG, MAX, MIN };
 
 std::string reduce_op_name(ReduceOp op);
 
-// The handle of one queued collective.
+// The handle of one queued collective: a future of the group's thread (Gloo), or a
+// subclass that watches a GPU stream (NCCL, distributed/process_group_nccl.cpp).
 class Work {
  public:
   explicit Work(std::shared_future<void> done) : done_(std::move(done)) {}
+  virtual ~Work() = default;
   // Blocks until the collective has run; rethrows its error.
-  void wait() const { done_.get(); }
-  bool is_completed() const;
+  virtual void wait() const { done_.get(); }
+  // True once it has run or failed (wait() then returns or throws at once).
+  virtual bool is_completed() const;
+
+ protected:
+  Work() = default;
 
  private:
   std::shared_future<void> done_;
@@ -39,13 +46,15 @@ class Work {
 
 class ProcessGroup {
  public:
-  ProcessGroup(int rank, int size);
+  // device: where the backend's tensors live (check_tensor holds every tensor to it).
+  ProcessGroup(int rank, int size, Device device = kCPU);
   virtual ~ProcessGroup() = default;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  Device device() const { return device_; }
   virtual std::string backend() const = 0;
 
   // tensor := op over the ranks of their tensors (same sizes and dtype on every rank).
@@ -62,7 +71,12 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> barrier() = 0;
 
  protected:
-  // The argument checks every backend shares; op names the collective in the message.
+  // The argument checks of each collective, the same for every backend.
+  void check_all_reduce(const Tensor& tensor, ReduceOp op) const;
+  void check_broadcast(const Tensor& tensor, int root) const;
+  void check_all_gather(const std::vector<Tensor>& outputs, const Tensor& input) const;
+  void check_reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) const;
+  // Their parts; op names the collective in the message.
   void check_tensor(const char* op, const Tensor& t) const;
   void check_same(const char* op, const Tensor& expected, const Tensor& t, const char* what) const;
   void check_count(const char* op, size_t count, const char* what) const;
@@ -72,6 +86,7 @@ class ProcessGroup {
  private:
   int rank_;
   int size_;
+  Device device_;
 };
 
 }  // namespace loom::distributed

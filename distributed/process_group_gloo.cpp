@@ -22,6 +22,7 @@
 
 #include "core/half.h"
 #include "distributed/error.h"
+#include "distributed/rendezvous.h"
 
 namespace loom::distributed {
 
@@ -167,25 +168,14 @@ struct ProcessGroupGloo::Impl {
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TCPStore> store, int rank, int size,
                                    ProcessGroupGlooOptions options)
-    : ProcessGroup(rank, size), impl_(std::make_unique<Impl>()) {
+    : ProcessGroup(rank, size, kCPU), impl_(std::make_unique<Impl>()) {
   LOOM_CHECK(store != nullptr, ValueError, "ProcessGroupGloo: no store");
   impl_->store = std::move(store);
   impl_->timeout = options.timeout_;
   impl_->size = size;
   TCPStore& s = *impl_->store;
 
-  // Note [rendezvous], steps 1 and 2.
-  int64_t claims = s.add("loom/rank/" + std::to_string(rank), 1);
-  LOOM_CHECK(claims == 1, DistributedError, "ProcessGroupGloo: duplicate rank ", rank, ": ", claims,
-             " processes claim it (every process needs its own RANK in [0, WORLD_SIZE))");
-  if (rank == 0) {
-    std::string text = std::to_string(size);
-    s.set("loom/world_size", std::vector<char>(text.begin(), text.end()));
-  }
-  std::vector<char> text = s.get("loom/world_size");
-  int master_size = std::stoi(std::string(text.begin(), text.end()));
-  LOOM_CHECK(master_size == size, DistributedError, "ProcessGroupGloo: world size mismatch: rank ", rank,
-             " has world size ", size, " but rank 0 has ", master_size, " (check WORLD_SIZE of each process)");
+  join_group(s, "loom", "ProcessGroupGloo", rank, size);  // Note [rendezvous], steps 1 and 2
 
   // Step 3: Gloo connects every pair of ranks.
   gloo::transport::tcp::attr attr;
@@ -226,16 +216,14 @@ ProcessGroupGloo::~ProcessGroupGloo() {
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor);
-  check_reduce("all_reduce", tensor, op);
+  check_all_reduce(tensor, op);
   return impl_->enqueue("all_reduce", [impl = impl_.get(), tensor, op](uint32_t tag) {
     impl->reduce(tensor.data(), tensor.dtype(), size_t(tensor.numel()), op, tag);
   });
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::broadcast(const Tensor& tensor, int root) {
-  check_tensor("broadcast", tensor);
-  check_root("broadcast", root);
+  check_broadcast(tensor, root);
   return impl_->enqueue("broadcast", [impl = impl_.get(), tensor, root](uint32_t tag) {
     if (tensor.nbytes() == 0) return;
     gloo::BroadcastOptions opts(impl->context);
@@ -248,9 +236,7 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(const Tensor& tensor, int root
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor("all_gather", input);
-  check_count("all_gather", outputs.size(), "outputs");
-  for (const Tensor& out : outputs) check_same("all_gather", input, out, "an output");
+  check_all_gather(outputs, input);
   return impl_->enqueue("all_gather", [impl = impl_.get(), outputs, input](uint32_t tag) {
     size_t bytes = input.nbytes();
     if (bytes == 0) return;
@@ -267,10 +253,7 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather(const std::vector<Tensor>& ou
 
 std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                        ReduceOp op) {
-  check_tensor("reduce_scatter", output);
-  check_reduce("reduce_scatter", output, op);
-  check_count("reduce_scatter", inputs.size(), "inputs");
-  for (const Tensor& in : inputs) check_same("reduce_scatter", output, in, "an input");
+  check_reduce_scatter(output, inputs, op);
   return impl_->enqueue("reduce_scatter", [impl = impl_.get(), output, inputs, op, rank = rank()](uint32_t tag) {
     size_t bytes = output.nbytes();
     // (size, n): inputs[r] in row r; after the allreduce, row rank() is this rank's result.

@@ -14,6 +14,9 @@
 //   one, and reports the best model's accuracy at the end)
 //   ./build/cpu/examples/text_classification --accum-steps 4 --batch-size 8  # steps of 32 texts
 //   ./build/cpu/examples/text_classification --amp bf16   # mixed precision (fp16 on CUDA)
+//   build/cpu/loomrun --nproc-per-node 2 build/cpu/examples/text_classification --distributed
+//   (data-parallel: each rank trains on its half of every epoch, gradients averaged by
+//   DistributedDataParallel; rank 0 prints, writes the metrics and the checkpoints)
 //
 // Writes metrics (CSV + JSONL), loss/accuracy curves (SVG) and a summary (printed, and as
 // text_classification_summary.json) under --out, and
@@ -25,6 +28,7 @@
 #include <optional>
 
 #include "amp_option.h"
+#include "distributed_option.h"
 #include "keep_best.h"
 #include "loom.h"
 #include "text_task.h"
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
   std::string tensorboard_dir;  // --tensorboard: empty for none
   examples::KeepBestOptions keep_best;
   examples::AmpOption amp_option;
+  examples::DistributedOption distributed;
   int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
   double lr = 3e-3, dropout = 0.3;
@@ -84,6 +89,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
   amp_option.add_to(app);
+  distributed.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -95,13 +101,21 @@ int main(int argc, char** argv) {
   try {
     if (threads > 0) set_num_threads(threads);
     manual_seed(data_options.seed);
-    const Device device(device_name);
+    Device device(device_name);
+    distributed.init(device);
+    if (distributed.rank() > 0) out_dir += "/rank" + std::to_string(distributed.rank());
     examples::TextTask task = examples::load_text_task(data_options);
-    auto train_loader = examples::text_loader(task.train, batch_size, true, data_options.seed, workers, device.is_cuda());
+    auto train_loader = examples::text_loader(task.train, batch_size, true, data_options.seed, workers, device.is_cuda(),
+                                              distributed.shard());
     auto test_loader = examples::text_loader(task.test, 256, false, 0, workers, device.is_cuda());
 
     auto model = std::make_shared<SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
     model->to(device);
+    // Wrapped after a resume would also do: the wrapper copies rank 0's weights to all.
+    std::optional<nn::parallel::DistributedDataParallel<std::shared_ptr<SentimentLSTM>>> ddp;
+    const auto forward = [&](const Tensor& tokens, const Tensor& lengths) {
+      return ddp ? (*ddp)(tokens, lengths) : model->forward(tokens, lengths);
+    };
     optim::Adam optimizer(model->parameters(), lr);
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
@@ -122,6 +136,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(start_epoch), static_cast<long long>(step));
     }
     train_loader.set_epoch(start_epoch);  // the shuffle order of the epoch we resume at
+    if (distributed.enabled) ddp.emplace(model);
 
     train::MetricsLog log(out_dir, "text_classification");
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
@@ -141,8 +156,11 @@ int main(int argc, char** argv) {
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor logits, loss;
         {
+          // Only a step's last micro-batch all-reduces: the others accumulate locally.
+          std::optional<nn::parallel::DataParallelBase::NoSync> local;
+          if (ddp && !accumulation.ends_step(micro_batch)) local.emplace(ddp->no_sync());
           auto autocast = amp_option.guard(device);
-          logits = model->forward(batch.tokens, batch.lengths);
+          logits = forward(batch.tokens, batch.lengths);
           loss = nn::functional::cross_entropy(logits, batch.labels);
         }
         scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
@@ -161,6 +179,9 @@ int main(int argc, char** argv) {
       }
       bar.close();
       scheduler.step();
+      std::vector<double> totals = {loss_sum, correct, seen};  // over every rank's share
+      distributed.sum(totals);
+      loss_sum = totals[0], correct = totals[1], seen = totals[2];
       summary.end_epoch(tokens);
 
       test = examples::evaluate(test_loader, *model, device);
@@ -169,12 +190,15 @@ int main(int argc, char** argv) {
       std::printf("epoch %lld: train loss %.4f acc %.4f | held-out loss %.4f acc %.4f\n",
                   static_cast<long long>(epoch + 1), loss_sum / seen, correct / seen, test.loss,
                   test.accuracy);
+      // Every rank evaluates the same weights on the whole held-out set: the same decisions.
       const bool best = stopper.step(keep_best.monitored(test));
-      if (best && !keep_best.path.empty()) optim::save_checkpoint(keep_best.path, training_checkpoint(step, epoch + 1));
-      if (!checkpoint.empty()) {
+      if (best && !keep_best.path.empty() && distributed.is_main())
+        optim::save_checkpoint(keep_best.path, training_checkpoint(step, epoch + 1));
+      if (!checkpoint.empty() && distributed.is_main()) {
         optim::save_checkpoint(checkpoint, training_checkpoint(step, epoch + 1));
         task.vocab.save(checkpoint + ".vocab.txt");
       }
+      distributed.barrier();  // the files are written before any rank reads them
       examples::report_early_stop(keep_best, stopper);
     }
 
@@ -183,6 +207,7 @@ int main(int argc, char** argv) {
     for (const std::string& file : train::write_training_curves(out_dir + "/text_classification", log))
       std::printf("wrote %s\n", file.c_str());
     summary.set("test_accuracy", test.accuracy);
+    summary.set("weights_crc32c", examples::weights_crc32c(*model));  // equal on every rank
     summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
     std::ofstream(out_dir + "/text_classification_summary.json") << summary.to_json() << "\n";

@@ -57,10 +57,19 @@ inline TextTask load_text_task(const TextTaskOptions& o) {
 }
 
 // Batches of similar lengths (little padding); shuffled per epoch for training.
-// pin_memory: page-locked batches, for non-blocking copies to a GPU.
+// pin_memory: page-locked batches, for non-blocking copies to a GPU. shard (rank, world
+// size) with world > 1: this rank's share, as PyTorch's DistributedSampler gives it
+// (batches of that share in order, so without the length bucketing).
 inline auto text_loader(const std::shared_ptr<data::TextClassificationDataset>& ds, size_t batch_size,
-                        bool shuffle, uint64_t seed, size_t workers, bool pin_memory = false) {
-  auto sampler = std::make_shared<data::BucketBatchSampler>(ds->lengths(), batch_size, seed, shuffle);
+                        bool shuffle, uint64_t seed, size_t workers, bool pin_memory = false,
+                        std::pair<size_t, size_t> shard = {0, 1}) {
+  std::shared_ptr<const data::BatchSampler> sampler;
+  if (shard.second > 1) {
+    auto share = std::make_shared<data::DistributedSampler>(ds->size(), shard.second, shard.first, shuffle, seed);
+    sampler = std::make_shared<data::ChunkBatchSampler>(share, batch_size, /*drop_last=*/false);
+  } else {
+    sampler = std::make_shared<data::BucketBatchSampler>(ds->lengths(), batch_size, seed, shuffle);
+  }
   auto collate = [](std::vector<data::TextExample> examples) { return data::collate_text(std::move(examples)); };
   return data::make_data_loader(ds, collate, sampler,
                                 data::DataLoaderOptions().num_workers(workers).pin_memory(pin_memory));

@@ -5,8 +5,9 @@
 #
 # Made for a machine with CUDA 13, CMake, ninja and PyTorch but no Debian dev packages and
 # no network: run scripts/gpu-prep.sh on a development machine first, which copies the
-# header-only dependencies into .gpu-deps/ (carry that folder along). cuDNN is taken from
-# the system, or from the nvidia-cudnn pip package the machine's PyTorch uses.
+# header-only dependencies and Gloo into .gpu-deps/ (carry that folder along). cuDNN and
+# NCCL are taken from the system, or from the nvidia-cudnn / nvidia-nccl pip packages the
+# machine's PyTorch uses. The CUDA tests include the nccl backend's (ProcessGroupNCCL: ...).
 #
 #   bash scripts/gpu-check.sh            # logs and JSON lines go to $OUT (or build/gpu-check)
 set -uo pipefail
@@ -29,7 +30,11 @@ budgeted() { local cap=$1; shift; [ "$(left)" -ge 10 ] || { echo "skipped (out o
 export OMP_WAIT_POLICY=PASSIVE
 
 prefix=()
-[ -d .gpu-deps/usr ] && prefix=(-DCMAKE_PREFIX_PATH="$PWD/.gpu-deps/usr")
+if [ -d .gpu-deps/usr ]; then
+  prefix=(-DCMAKE_PREFIX_PATH="$PWD/.gpu-deps/usr")
+  # libgloo.so and the libraries it needs, for the linker and for the tests.
+  export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib:$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 
 # cuDNN: the system's, or the one inside the nvidia-cudnn-cu13 wheel.
@@ -38,6 +43,12 @@ cudnn_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.cud
 if [ -n "$cudnn_root" ]; then
   export CUDNN_ROOT="$cudnn_root"
   export LD_LIBRARY_PATH="$cudnn_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# NCCL: the toolkit's, or the nvidia-nccl-cu13 wheel's (CMakeLists.txt looks there too).
+nccl_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0])' 2>/dev/null || true)
+if [ -n "$nccl_root" ]; then
+  export NCCL_ROOT="$nccl_root"
+  export LD_LIBRARY_PATH="$nccl_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
@@ -51,6 +62,8 @@ cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_ENABLE_CUDA=O
 # would then be skipped. Stop instead.
 grep -q "CUDA backend ON" "$out/configure.log" || { echo "configured WITHOUT CUDA"; tail -40 "$out/configure.log"; exit 1; }
 grep -i "cudnn" "$out/configure.log" | head -3
+# Without NCCL the ProcessGroupNCCL tests skip themselves (exit 77): say so up front.
+grep "NCCL" "$out/configure.log" | head -3
 budgeted 100000 cmake --build build/gpu -j "$jobs" >"$out/build.log" 2>&1 \
   || { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; tail -5 "$out/build.log"; exit 1; }
 build_s=$(( $(date +%s) - start ))
@@ -59,6 +72,8 @@ echo "== CUDA tests ($(left) s left)"
 # Two disjoint runs, each test once: the CUDA tests (label cuda) first, the CPU suite last.
 budgeted 100000 ctest --test-dir build/gpu -L cuda -j 4 --timeout 300 --output-on-failure >"$out/ctest-cuda.log" 2>&1
 cuda_rc=$?
+# The nccl backend's tests are among them (a world of one on this GPU).
+grep -E "Test +#[0-9]+: ProcessGroupNCCL" "$out/ctest-cuda.log" > "$out/nccl.txt" || echo "no ProcessGroupNCCL test ran" > "$out/nccl.txt"
 
 echo "== benchmarks ($(left) s left)"
 : >"$out/bench.jsonl"
@@ -102,6 +117,7 @@ print("GPU:", open(out + "/gpu.txt").read().strip())
 print("build: %s s" % build_s)
 print("CPU tests:  ", counts(out + "/ctest.log"))
 print("CUDA tests: ", counts(out + "/ctest-cuda.log"))
+print("NCCL tests: ", open(out + "/nccl.txt").read().strip().replace("\n", "\n             "))
 def records(path):  # a NaN or inf in a line (a first-run symptom) must not lose the table
     for l in open(path):
         if not l.startswith("{"): continue

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Run on a development machine (Debian, after scripts/install-deps.sh) before sending the
 # tree to a GPU machine that has CUDA, CMake and ninja but no Debian dev packages and no
-# network: copies the header-only dependencies (Eigen, Catch2, nlohmann-json, CLI11) with
-# their CMake package files into .gpu-deps/usr (git-ignored, ~12 MB), in the same layout
-# as /usr, so scripts/gpu-check.sh can point CMAKE_PREFIX_PATH at it. With the device
-# tool: carry ".gpu-deps" and run `bash scripts/gpu-check.sh`.
+# network: copies the header-only dependencies (Eigen, Catch2, nlohmann-json, CLI11) and
+# Gloo (Debian's libgloo-dev: headers, library and the shared libraries it needs) with
+# their CMake package files into .gpu-deps/usr (git-ignored, ~16 MB), in the same layout
+# as /usr, so scripts/gpu-check.sh can point CMAKE_PREFIX_PATH and LD_LIBRARY_PATH at it.
+# With the device tool: carry ".gpu-deps" and run `bash scripts/gpu-check.sh`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -23,4 +24,19 @@ copy include/nlohmann
 copy share/cmake/nlohmann_json
 copy include/CLI
 copy share/cmake/CLI11
+# Gloo, the collectives of distributed/. Its CMake package names /usr/lib/libgloo.so.* by
+# absolute path (and fails when that file is missing): point it at the copy instead.
+copy include/gloo
+copy share/cmake/Gloo
+cp -a /usr/lib/libgloo.so* "$dest/lib/"
+sed -i 's|"/usr/lib/|"${_IMPORT_PREFIX}/lib/|g' "$dest"/share/cmake/Gloo/GlooTargets-*.cmake
+# The shared libraries libgloo.so needs that a machine without Debian's packages lacks,
+# copied under their sonames (what the loader and the linker look for).
+mkdir -p "$dest/lib/x86_64-linux-gnu"
+for lib in $(ldd /usr/lib/libgloo.so | awk '$1 ~ /^lib(hiredis|ibverbs|nl-3|nl-route-3)\./ { print $3 }'); do
+  cp -L "$lib" "$dest/lib/x86_64-linux-gnu/"
+done
+for soname in libhiredis libibverbs libnl-3 libnl-route-3; do
+  ls "$dest/lib/x86_64-linux-gnu/$soname".so.* >/dev/null || { echo "gpu-prep: $soname (needed by libgloo) not copied"; exit 1; }
+done
 du -sh .gpu-deps

@@ -2,6 +2,7 @@
 // batch of K·B — the same gradients at every optimizer step, to 1e-6 in float64, with and
 // without the GradScaler, and for the epoch's last, shorter group.
 #include "test_util.h"
+#include "random_texts.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -23,20 +24,6 @@ struct Classifier : nn::Module {
   nn::LSTM lstm;
   nn::Linear fc;
 };
-
-struct Texts {
-  Tensor tokens, lengths, labels;  // (N, T) with padding 0 after each length, (N), (N)
-  Texts slice(int64_t start, int64_t n) const {
-    return {tokens.narrow(0, start, n), lengths.narrow(0, start, n), labels.narrow(0, start, n)};
-  }
-};
-
-Texts random_texts(int64_t n, int64_t t) {
-  Texts x{randint(1, 20, {n, t}), randint(1, t + 1, {n}), randint(0, 3, {n})};
-  const Tensor position = arange(t).reshape({1, t}).expand({n, t});
-  x.tokens = x.tokens.masked_fill(position.ge(x.lengths.reshape({n, 1})), 0);
-  return x;
-}
 
 std::vector<std::vector<double>> gradients(Classifier& model) {
   std::vector<std::vector<double>> out;

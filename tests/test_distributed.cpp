@@ -161,7 +161,7 @@ TEST_CASE("init_process_group: missing or malformed environment is a Distributed
     ScopedEnv env({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "2"}, {"WORLD_SIZE", "2"}});
     require_throws_with<DistributedError>([] { init_process_group(); }, {"rank 2 is not in [0, 2)"});
   }
-  require_throws_with<DistributedError>([] { init_process_group("nccl"); }, {"unknown backend 'nccl'"});
+  require_throws_with<DistributedError>([] { init_process_group("mpi"); }, {"unknown backend 'mpi'"});
   require_throws_with<DistributedError>([] { get_rank(); }, {"init_process_group() first"});
 }
 
