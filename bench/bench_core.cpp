@@ -4,8 +4,11 @@
 //   add                a + b on 2^24 contiguous float32 elements: GB/s (3 × the bytes of one).
 //   softmax            softmax over rows of 4096 float32: GB/s (2 × the input's bytes).
 //   sdpa               ms per forward + backward of scaled_dot_product_attention on
-//                      (B 8, H 8, L = S = 512, E 64) float32, fused and as the composition
-//                      of ops (detail::sdpa_reference) it replaces.
+//                      (B 8, H 8, L = S = 512 and 4096, E 64) float32, fused and as the
+//                      composition of ops (detail::sdpa_reference) it replaces, with GFLOP/s
+//                      against the 1024³ GEMM rate measured in the same run, and the peak
+//                      growth of live tensor memory during one call; the reference is run
+//                      only where its (L, S) matrices fit in half the memory available.
 //   tiny_add           ns per a + b on 1- and 16-element tensors, without autograd ...
 //   tiny_add_autograd  ... and with inputs requiring grad (each op records a node).
 // Every figure is the median of several timed runs after warm-up runs.
@@ -37,20 +40,85 @@ void softmax_lines(const bench::Options& o) {
                 2.0 * double(rows * cols) * sizeof(float) / s / 1e9, "GB/s", 0, ",\"row_length\":4096"});
 }
 
+// The float32 GEMM rate (GFLOP/s) of matmul at 1024³ here and now: the sdpa lines' ceiling.
+double gemm_gflops_1024(bool quick) {
+  const int64_t n = 1024;
+  const Tensor a = randn({n, n}), b = randn({n, n});
+  const double s = bench::median_seconds([&] { (void)matmul(a, b); }, 2, quick ? 3 : 15);
+  return 2.0 * double(n * n * n) / s / 1e9;
+}
+
+// MemAvailable of /proc/meminfo in bytes (0 where unknown).
+double available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
+// One forward + backward of the fused op or the reference composition; gradients accumulate
+// into q, k and v's .grad (allocated by the first call).
+void sdpa_step(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gy) {
+  const Tensor out = fused ? nn::functional::scaled_dot_product_attention(q, k, v)
+                           : nn::functional::detail::sdpa_reference(q, k, v, Tensor(), 0.0, false, std::nullopt);
+  (out * gy).sum().backward();
+}
+
+// Bytes of tensor storage live at the peak of one call beyond those live before it.
+size_t sdpa_peak_growth(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gy) {
+  const size_t before = cpu::memory_allocated();
+  cpu::reset_peak_memory_stats();
+  sdpa_step(fused, q, k, v, gy);
+  return cpu::max_memory_allocated() - before;
+}
+
 void sdpa_lines(const bench::Options& o) {
-  const TensorOptions grad = TensorOptions().requires_grad();
-  const Tensor q = randn({8, 8, 512, 64}, grad), k = randn({8, 8, 512, 64}, grad), v = randn({8, 8, 512, 64}, grad);
-  const Tensor gy = randn({8, 8, 512, 64});
-  for (bool fused : {true, false}) {
-    const double s = bench::median_seconds(
-        [&] {
-          const Tensor out = fused ? nn::functional::scaled_dot_product_attention(q, k, v)
-                                   : nn::functional::detail::sdpa_reference(q, k, v, Tensor(), 0.0, false, std::nullopt);
-          (out * gy).sum().backward();
-        },
-        1, o.quick ? 2 : 5);
-    bench::print({"sdpa", kFramework, 8 * 8 * 512 * 64, "float32", get_num_threads(), s * 1e3, "ms", 0,
-                  fused ? ",\"path\":\"fused\"" : ",\"path\":\"reference\""});
+  const int64_t B = 8, H = 8, E = 64, N = B * H;
+  const double ceiling = gemm_gflops_1024(o.quick);
+  double reference_peak_per_score = 0;  // the reference's peak growth / (N L S) at the last L it ran
+  for (const int64_t L : {int64_t(512), int64_t(4096)}) {
+    const TensorOptions grad = TensorOptions().requires_grad();
+    const Tensor q = randn({B, H, L, E}, grad), k = randn({B, H, L, E}, grad), v = randn({B, H, L, E}, grad);
+    const Tensor gy = randn({B, H, L, E});
+    // forward 2 GEMMs (q k^T, p v), backward 5 (q k^T again, p^T dout, dout v^T, ds k, ds^T q)
+    const double flops = 14.0 * double(N) * double(L) * double(L) * double(E);
+    const double scores = double(N) * double(L) * double(L);  // elements of one (N, L, S) matrix
+    for (const bool fused : {true, false}) {
+      const char* path = fused ? "fused" : "reference";
+      char extra[512];
+      if (!fused) {
+        const double need = reference_peak_per_score * scores, have = available_bytes();
+        if (need > 0.5 * have) {  // skipped: more than half of what is free on a shared machine
+          std::snprintf(extra, sizeof extra,
+                        ",\"path\":\"%s\",\"L\":%lld,\"S\":%lld,\"skipped\":\"needs about %.1f GB (its peak at the "
+                        "smaller L, scaled by L*S; one (N, L, S) float matrix is %.1f GB), runs only under half of "
+                        "the %.1f GB available\"",
+                        path, (long long)L, (long long)L, need / 1e9, scores * 4 / 1e9, have / 1e9);
+          std::printf("{\"bench\":\"sdpa\",\"framework\":\"%s\",\"size\":%lld,\"dtype\":\"float32\",\"threads\":%d,"
+                      "\"value\":null,\"unit\":\"ms\"%s}\n",
+                      kFramework, (long long)(N * L * E), get_num_threads(), extra);
+          std::fflush(stdout);
+          continue;
+        }
+      }
+      sdpa_step(fused, q, k, v, gy);  // warm-up; allocates the .grad of q, k and v
+      const size_t peak = sdpa_peak_growth(fused, q, k, v, gy);
+      if (!fused) reference_peak_per_score = double(peak) / scores;
+      const int reps = o.quick ? 1 : (L <= 512 ? 5 : 3);
+      const double s = bench::median_seconds([&] { sdpa_step(fused, q, k, v, gy); }, 0, reps);
+      const double gflops = flops / s / 1e9;
+      std::snprintf(extra, sizeof extra,
+                    ",\"path\":\"%s\",\"B\":%lld,\"heads\":%lld,\"L\":%lld,\"S\":%lld,\"E\":%lld,\"gflop\":%.2f,"
+                    "\"gflop_per_s\":%.1f,\"gemm_1024_gflop_per_s\":%.1f,\"fraction_of_gemm\":%.3f,"
+                    "\"peak_mem_bytes\":%zu",
+                    path, (long long)B, (long long)H, (long long)L, (long long)L, (long long)E, flops / 1e9, gflops,
+                    ceiling, gflops / ceiling, peak);
+      bench::print({"sdpa", kFramework, N * L * E, "float32", get_num_threads(), s * 1e3, "ms", 0, extra});
+    }
   }
 }
 

@@ -8,6 +8,8 @@
 //   softmax   rows of 4096, 256 MB                       bytes = 2 · size   goal ≥ 70 %
 //   sum       full reduction of 256 MB                   bytes = size       goal ≥ 80 %
 //   gemm      4096³ float32 (TF32 off, on) and bfloat16  2 · n³ flops       goal: PyTorch ± 5 %
+//   sdpa_fwd  attention forward, bfloat16, B 8, H 16,    4 · B·H·L·S·E      goal: PyTorch's SDPA
+//             L = S = 4096, E 128 (and causal)           flops, half causal
 //   alloc     one cached allocate + free pair of 1 MiB   ns                 goal ≤ 1000 ns
 //
 // Without a GPU it says so and exits 0.
@@ -80,6 +82,21 @@ int main() {
     line("gemm", m, name, flops / median_ms([&] { Tensor z = x.matmul(y); }) / 1e9, "TFLOP/s");
   }
   cuda::set_allow_tf32(false);
+
+  // The fused attention forward (kernels/cuda/attention.cu): two products of 2 · L·S·E flops
+  // per (batch, head); causal skips the tiles above the diagonal, so it counts half.
+  {
+    const int64_t B = 8, H = 16, L = 4096, E = 128;
+    const Tensor q = randn({B, H, L, E}, on_gpu).to(kBFloat16), k = randn({B, H, L, E}, on_gpu).to(kBFloat16),
+                 v = randn({B, H, L, E}, on_gpu).to(kBFloat16);
+    const double attention_flops = 4.0 * double(B * H) * double(L) * double(L) * double(E);
+    for (bool causal : {false, true}) {
+      const double ms =
+          median_ms([&] { Tensor o = nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal); });
+      line(causal ? "sdpa_fwd_causal" : "sdpa_fwd", L, "bfloat16", attention_flops / (causal ? 2 : 1) / ms / 1e9,
+           "TFLOP/s");
+    }
+  }
 
   // The caching allocator's fast path: a block of this size is cached after the first pair.
   Allocator* allocator = get_allocator(DeviceType::CUDA);

@@ -61,6 +61,16 @@ def main():
         line("gemm", m, name, flops / median_ms(lambda: x @ y) / 1e9, "TFLOP/s")
     torch.backends.cuda.matmul.allow_tf32 = False
 
+    # Beside Loom's fused attention forward: the kernel torch picks (flash or cuDNN).
+    B, H, L, E = 8, 16, 4096, 128
+    q, k, v = (torch.randn(B, H, L, E, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    attention_flops = 4.0 * B * H * L * L * E
+    with torch.no_grad():
+        for causal in (False, True):
+            ms = median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
+            line("sdpa_fwd_causal" if causal else "sdpa_fwd", L, "bfloat16",
+                 attention_flops / (2 if causal else 1) / ms / 1e9, "TFLOP/s")
+
 
 if __name__ == "__main__":
     main()

@@ -6,6 +6,8 @@
 //   q (N, L, E), k (N, S, E), v (N, S, Ev), out and grad_out (N, L, Ev),
 //   lse (N, L): each query row's logsumexp of its scaled, masked scores (+inf for a row
 //   whose keys are all masked: its weights, output and gradients are 0, as in PyTorch),
+//   float64 for float64 operands and float32 for the others (a 16-bit lse would round
+//   every weight the backward recomputes from it),
 //   bias: undefined, or an additive mask of q's dtype viewed as (N, L, S) with any strides
 //   (0 on broadcast dims; -inf masks a key out).
 // causal keeps keys j <= i (top-left aligned); scale multiplies q k^T before the bias.
@@ -21,7 +23,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& bias, bool causal, double scale);
-// Whether `device`'s backend has the fused kernels (else the caller composes the ops).
-bool has_attention_kernels(Device device);
+// Whether q's device's backend has fused kernels for q (N, L, E) and v (N, S, Ev): their
+// dtype and head dims E, Ev (else the caller composes the ops).
+bool has_attention_kernels(const Tensor& q, const Tensor& v);
 
 }  // namespace loom::kernels

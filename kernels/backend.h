@@ -48,6 +48,9 @@ struct Backend {
   decltype(&kernels::bmm) bmm = nullptr;
   decltype(&kernels::attention_forward) attention_forward = nullptr;
   decltype(&kernels::attention_backward) attention_backward = nullptr;
+  // Whether those two take q (N, L, E) and v (N, S, Ev): dtype, head dims (has_attention_kernels).
+  // Left empty: they take float32 and float64 of any size (the CPU kernels).
+  bool (*attention_supports)(const Tensor& q, const Tensor& v) = nullptr;
 
   decltype(&kernels::index_select) index_select = nullptr;
   decltype(&kernels::index_add) index_add = nullptr;

@@ -176,9 +176,10 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       dq, dk, dv, grad_out, q, k, v, out, lse, bias, causal, scale);
 }
 
-bool has_attention_kernels(Device device) {
-  const Backend& b = backend_for(device, "scaled_dot_product_attention");
-  return b.attention_forward != nullptr && b.attention_backward != nullptr;
+bool has_attention_kernels(const Tensor& q, const Tensor& v) {
+  const Backend& b = backend_for(q.device(), "scaled_dot_product_attention");
+  if (b.attention_forward == nullptr || b.attention_backward == nullptr) return false;
+  return b.attention_supports ? b.attention_supports(q, v) : q.dtype() == kFloat32 || q.dtype() == kFloat64;
 }
 
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {

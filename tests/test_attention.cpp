@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <tuple>
 
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
@@ -141,6 +142,53 @@ TEST_CASE("sdpa fused kernel matches the composition of ops", "[attention]") {
       {{}, 6, 10, 4, 4, MaskKind::FloatLS},        // 2-D (L, E)
   };
   for (const Case& c : cases) check_fused_matches_reference(c);
+}
+
+// The CPU kernel's tiles are 128 query rows by 256 keys (kernels/cpu/attention.cpp): these
+// shapes have several of each with a partial last one, E and Ev that are no multiple of a
+// vector width, causal tiles cut by the diagonal with L != S, and float64 through the same
+// GEMMs.
+TEST_CASE("sdpa fused kernel matches the composition across many tiles", "[attention]") {
+  manual_seed(8);
+  const std::vector<Case> cases = {
+      {{1, 2}, 300, 600, 24, 40, MaskKind::None},
+      {{1, 2}, 300, 600, 24, 40, MaskKind::Causal},    // L < S: the keys past L are never seen
+      {{1, 2}, 600, 270, 13, 7, MaskKind::Causal},     // L > S
+      {{2, 1}, 260, 530, 20, 20, MaskKind::BoolB11S},  // a padding mask, broadcast over L
+      {{1, 2}, 140, 300, 17, 9, MaskKind::FloatBHLS, true},
+  };
+  for (const Case& c : cases) check_fused_matches_reference(c);
+  // float64: the same GEMMs in double, to float64 rounding.
+  for (const Case& c : {cases[1], cases[3]}) {
+    INFO("float64 " << describe(c));
+    auto f64 = [&](std::initializer_list<int64_t> tail) { return random_nonzero(cat(c.batch, tail), kFloat64); };
+    const Tensor q = f64({c.L, c.E}), k = f64({c.S, c.E}), v = f64({c.S, c.Ev}), gy = f64({c.L, c.Ev});
+    const Tensor mask = make_mask(c, kFloat64);
+    const bool causal = c.mask == MaskKind::Causal;
+    const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+      return F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal);
+    });
+    const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+      return F::detail::sdpa_reference(a, b, d, mask, 0.0, causal, std::nullopt);
+    });
+    for (auto [a, e, what] : {std::tuple{fused.out, ref.out, "out"}, std::tuple{fused.dq, ref.dq, "dq"},
+                              std::tuple{fused.dk, ref.dk, "dk"}, std::tuple{fused.dv, ref.dv, "dv"}})
+      require_close(a, e, 1e-11, 1e-10, what);
+  }
+}
+
+// Few (n = batch x heads) against the threads: the backward splits each n's keys into runs
+// on different threads, each with its own dq, summed after (kernels/cpu/attention.cpp).
+TEST_CASE("sdpa fused backward splits the keys of a lone head over threads", "[attention]") {
+  manual_seed(9);
+  struct Threads {  // 4 threads while it lives, whatever the machine has
+    int before = get_num_threads();
+    Threads() { set_num_threads(4); }
+    ~Threads() { set_num_threads(before); }
+  } four;
+  for (const Case& c : {Case{{}, 200, 1100, 16, 8, MaskKind::None}, Case{{1}, 700, 1100, 8, 16, MaskKind::Causal},
+                        Case{{2}, 90, 600, 5, 3, MaskKind::FloatLS}})
+    check_fused_matches_reference(c);
 }
 
 TEST_CASE("sdpa broadcasts key and value over the query's leading dims", "[attention]") {

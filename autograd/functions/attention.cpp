@@ -15,7 +15,7 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   const Tensor bias = bias_in.defined() ? bias_in.detach() : bias_in;
   const int64_t N = q.size(0), L = q.size(1);
   Tensor out = empty({N, L, v.size(2)}, q.options());  // (N, L, Ev)
-  Tensor lse = empty({N, L}, q.options());            // (N, L)
+  Tensor lse = empty({N, L}, q.options().dtype(q.dtype() == kFloat64 ? kFloat64 : kFloat32));  // (N, L)
   kernels::attention_forward(out, lse, q, k, v, bias, causal, scale);
   if (needs_grad(q_in, k_in, v_in)) {
     record("ScaledDotProductAttentionBackward", {q_in, k_in, v_in}, {out}, {q, k, v, out.detach(), lse},

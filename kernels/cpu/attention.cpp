@@ -1,14 +1,23 @@
 // CPU fused scaled-dot-product attention, forward and backward, float and double
 // (Note [online softmax] in kernels/attention_math.h).
 //
-// The forward runs one task per (n, tile of kRows query rows), in parallel; it visits the
-// keys kKeys at a time, so a (kRows, kKeys) tile of scores and the (kRows, Ev) running
-// output are all it holds. The backward runs one task per n (its dq, dk and dv belong to
-// that task alone, so nothing is shared): for each tile of kKeys keys it recomputes the
-// weights of every query row against it, adds to dk and dv of those keys and to dq.
-// The inner loops run over contiguous memory: a tile's keys (and values) are transposed
-// into (E, kKeys) scratch, so a row of scores is a sum of q_ie * k^T_e rows, which the
-// compiler vectorises, as it does the rows of p v and of the gradient updates.
+// Note [attention tiles as GEMMs]
+// For a tile of kRows query rows against kKeys keys the forward does two dense products
+// and the backward five, each 2 · rows · keys · E flops, against rows · keys exps: the
+// kernel is GEMM-bound. So each product is one call of the Eigen GEMM behind kernels::bmm
+// (gemm.h: its AVX-512, AVX2 or baseline build, chosen once by CPUID) on the operands' own
+// rows, in place: a transposed operand (k_t^T, v_t^T, p^T, ds^T) is the same memory read as
+// column-major, so nothing is copied. Between the products, row by row, run the online
+// softmax (forward) or the weights and ds (backward), vectorised loops compiled per vector
+// width (LOOM_CPU_CLONES). A task holds a (kRows, kKeys) tile of scores or two, never the
+// (L, S) matrix; causal tiles wholly above the diagonal are never visited.
+//
+// Forward: one task per (n, tile of query rows), in parallel; it keeps each row's running
+// max and sum and its (kRows, Ev) unnormalised output across the key tiles.
+// Backward (FlashAttention-2): one task per (n, run of key tiles). A run's dk and dv rows are
+// its own; dq rows are shared by the runs of one n, so when n is split in runs (N is
+// below 2 × the threads) every run but the first adds into its own (L, E) buffer, which is
+// summed into dq after.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -17,20 +26,24 @@
 #include "kernels/attention_math.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/gemm.h"
 
 namespace loom::kernels::cpu {
 namespace {
 
 namespace am = attention_math;
 
-constexpr int64_t kRows = 16;  // query rows per tile
-constexpr int64_t kKeys = 64;  // keys per tile: (kKeys, E) keys and values stay in L1/L2
+// Tile sizes, measured (docs/benchmarks.md, SDPA): from 96 x 128 to 256 x 256 all run within
+// a few per cent; smaller tiles lose to the GEMM's packing and call overhead. A float tile of
+// scores is 128 KiB, so a backward task's two of them and its operand rows stay in L2.
+constexpr int64_t kRows = 128;  // query rows per tile: the M of the score GEMM
+constexpr int64_t kKeys = 256;  // keys per tile: its N
 
 // The operands as raw pointers; bias may be null, its strides (bn, bl, bs) of (N, L, S).
 template <typename T>
 struct Operands {
   const T *q, *k, *v, *bias;
-  int64_t L, S, E, Ev, bn, bl, bs;
+  int64_t N, L, S, E, Ev, bn, bl, bs;
   bool causal;
   T scale;
 };
@@ -39,7 +52,7 @@ template <typename T>
 Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
                      double scale) {
   Operands<T> o{static_cast<const T*>(q.data()), static_cast<const T*>(k.data()), static_cast<const T*>(v.data()),
-                nullptr, q.size(1), k.size(1), q.size(2), v.size(2), 0, 0, 0, causal, T(scale)};
+                nullptr, q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), 0, 0, 0, causal, T(scale)};
   if (bias.defined()) {
     o.bias = static_cast<const T*>(bias.data());
     o.bn = bias.stride(0), o.bl = bias.stride(1), o.bs = bias.stride(2);
@@ -47,34 +60,59 @@ Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   return o;
 }
 
-// xt (D, kKeys) = the rows [j0, j0 + cols) of x (S, D) transposed.
-template <typename T>
-void transpose_tile(T* xt, const T* x, int64_t j0, int64_t cols, int64_t D) {
-  for (int64_t c = 0; c < cols; ++c)
-    for (int64_t d = 0; d < D; ++d) xt[d * kKeys + c] = x[(j0 + c) * D + d];
+// ---- the tile products ----------------------------------------------------------------------
+
+using GemmFn = void (*)(const GemmArgs&);
+
+// The widest build of the GEMM this CPU runs (Note [GEMM dispatch] in gemm.h).
+GemmFn tile_gemm() {
+  static const GemmFn fn = cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable;
+  return fn;
 }
 
-// s (rows, kKeys) = scale * q_i . k_j + bias_ij for i in [i0, i0 + rows), j in [j0, j0 + cols);
-// -inf where causal hides the key. kt is the key tile transposed (E, kKeys).
+// A row-major block at p with row stride ld, as it is or read transposed.
+MatrixRef rows_of(const void* p, int64_t ld) { return {p, ld, false}; }
+MatrixRef transposed(const void* p, int64_t ld) { return {p, ld, true}; }
+
+// c (M, N), row-major with row stride ldc, = alpha a (M, K) · b (K, N) + beta c; beta is 0
+// (c overwritten) or 1 (accumulated).
 template <typename T>
-void score_tile(T* s, const Operands<T>& o, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                const T* kt) {
+void gemm(int64_t M, int64_t N, int64_t K, T alpha, MatrixRef a, MatrixRef b, T beta, T* c, int64_t ldc) {
+  if (K == 0) {  // an empty sum (E or Ev 0): no GEMM to call
+    if (beta == T(0))
+      for (int64_t i = 0; i < M; ++i) std::fill_n(c + i * ldc, N, T(0));
+    return;
+  }
+  GemmArgs g;
+  g.M = M, g.N = N, g.K = K;
+  g.a = a, g.b = b;
+  g.c = c, g.ldc = ldc;
+  g.alpha = alpha, g.beta = beta;
+  g.dtype = dtype_of<T>;
+  tile_gemm()(g);
+}
+
+// ---- the row loops --------------------------------------------------------------------------
+
+// s (rows, kKeys) += bias_ij for i in [i0, i0 + rows), j in [j0, j0 + cols), and -inf where
+// causal hides the key; s holds scale q_i . k_j already. Tiles below the diagonal need no mask.
+template <typename T>
+inline void mask_tile(T* s, const Operands<T>& o, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  const bool crosses_diagonal = o.causal && j0 + cols - 1 > i0;
+  if (!o.bias && !crosses_diagonal) return;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
-    const T* qi = o.q + (n * o.L + i) * o.E;
     T* sr = s + r * kKeys;
-    std::fill_n(sr, cols, T(0));
-    for (int64_t e = 0; e < o.E; ++e) {
-      const T qe = qi[e] * o.scale;
-      const T* kte = kt + e * kKeys;
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) sr[c] += qe * kte[c];
-    }
     if (o.bias) {
       const T* b = o.bias + n * o.bn + i * o.bl + j0 * o.bs;
-      for (int64_t c = 0; c < cols; ++c) sr[c] += b[c * o.bs];
+      if (o.bs == 1) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) sr[c] += b[c];
+      } else {
+        for (int64_t c = 0; c < cols; ++c) sr[c] += b[c * o.bs];
+      }
     }
-    if (o.causal)
+    if (crosses_diagonal)
       for (int64_t c = std::max<int64_t>(0, i + 1 - j0); c < cols; ++c) sr[c] = am::minus_inf<T>();
   }
 }
@@ -83,19 +121,22 @@ void score_tile(T* s, const Operands<T>& o, int64_t n, int64_t i0, int64_t rows,
 // out (N, L, Ev), lse (N, L).
 template <typename T>
 inline void forward_tasks(T* out, T* lse, const Operands<T>& o, int64_t begin, int64_t end) {
-  const int64_t tiles = (o.L + kRows - 1) / kRows;
-  std::vector<T> kt(size_t(o.E * kKeys)), s(size_t(kRows * kKeys)), acc(size_t(kRows * o.Ev));
+  const int64_t L = o.L, S = o.S, E = o.E, Ev = o.Ev, tiles = (L + kRows - 1) / kRows;
+  std::vector<T> s(size_t(kRows * kKeys)), acc(size_t(kRows * Ev));
   T m[kRows], l[kRows];
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t n = t / tiles, i0 = (t % tiles) * kRows, rows = std::min(kRows, o.L - i0);
+    const int64_t n = t / tiles, i0 = (t % tiles) * kRows, rows = std::min(kRows, L - i0);
     std::fill_n(m, rows, am::minus_inf<T>());
     std::fill_n(l, rows, T(0));
     std::fill(acc.begin(), acc.end(), T(0));
-    const int64_t keys = am::key_end(o.causal, i0 + rows - 1, o.S);
+    const T* qt = o.q + (n * L + i0) * E;  // (rows, E)
+    const int64_t keys = am::key_end(o.causal, i0 + rows - 1, S);
     for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
       const int64_t cols = std::min(kKeys, keys - j0);
-      transpose_tile(kt.data(), o.k + n * o.S * o.E, j0, cols, o.E);
-      score_tile(s.data(), o, n, i0, rows, j0, cols, kt.data());
+      const T *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
+      // s (rows, cols) = scale q_t (rows, E) · k_t^T (E, cols)
+      gemm<T>(rows, cols, E, o.scale, rows_of(qt, E), transposed(kt, E), T(0), s.data(), kKeys);
+      mask_tile(s.data(), o, n, i0, rows, j0, cols);
       for (int64_t r = 0; r < rows; ++r) {
         T* sr = s.data() + r * kKeys;
         T tile_max = am::minus_inf<T>();
@@ -111,41 +152,42 @@ inline void forward_tasks(T* out, T* lse, const Operands<T>& o, int64_t begin, i
         }
         l[r] = l[r] * alpha + sum;
         m[r] = m_new;
-        // acc_i (Ev) = alpha acc_i + sum_c p_ic v_c
-        T* ar = acc.data() + r * o.Ev;
+        if (alpha != T(1)) {
+          T* ar = acc.data() + r * Ev;
 #pragma omp simd
-        for (int64_t d = 0; d < o.Ev; ++d) ar[d] *= alpha;
-        for (int64_t c = 0; c < cols; ++c) {
-          const T p = sr[c];
-          const T* vc = o.v + (n * o.S + j0 + c) * o.Ev;
-#pragma omp simd
-          for (int64_t d = 0; d < o.Ev; ++d) ar[d] += p * vc[d];
+          for (int64_t d = 0; d < Ev; ++d) ar[d] *= alpha;
         }
       }
+      // acc (rows, Ev) += p (rows, cols) · v_t (cols, Ev)
+      gemm<T>(rows, Ev, cols, T(1), rows_of(s.data(), kKeys), rows_of(vt, Ev), T(1), acc.data(), Ev);
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = n * o.L + i0 + r;
+      const int64_t i = n * L + i0 + r;
       const T inv = am::inverse_sum(l[r]);
-      for (int64_t d = 0; d < o.Ev; ++d) out[i * o.Ev + d] = acc[size_t(r * o.Ev + d)] * inv;
+      for (int64_t d = 0; d < Ev; ++d) out[i * Ev + d] = acc[size_t(r * Ev + d)] * inv;
       lse[i] = am::row_logsumexp(m[r], l[r]);
     }
   }
 }
 
-// The gradient buffers of backward_tasks, (N, L, E), (N, S, E), (N, S, Ev), zeroed first.
+// The gradient buffers of backward_tasks, (N, L, E), (N, S, E), (N, S, Ev), zeroed first,
+// and dq_runs: the ((runs - 1), N, L, E) dq buffers of the runs after the first, zeroed.
 template <typename T>
 struct Grads {
-  T *dq, *dk, *dv;
+  T *dq, *dk, *dv, *dq_runs;
   const T *dout, *out, *lse;
+  int64_t runs;  // runs of key tiles per n
 };
 
-// Backward of n in [begin, end) (Note [online softmax]: the FlashAttention-2 backward).
+// Backward tasks [begin, end): task t is run t % runs of the key tiles of n = t / runs
+// (Note [online softmax]: the FlashAttention-2 backward).
 template <typename T>
 inline void backward_tasks(const Grads<T>& g, const Operands<T>& o, int64_t begin, int64_t end) {
-  const int64_t L = o.L, S = o.S, E = o.E, Ev = o.Ev;
-  std::vector<T> kt(size_t(E * kKeys)), vt(size_t(Ev * kKeys)), p(size_t(kRows * kKeys)),
-      ds(size_t(kRows * kKeys)), D(static_cast<size_t>(L));
-  for (int64_t n = begin; n < end; ++n) {
+  const int64_t N = o.N, L = o.L, S = o.S, E = o.E, Ev = o.Ev, key_tiles = (S + kKeys - 1) / kKeys;
+  std::vector<T> p(size_t(kRows * kKeys)), ds(size_t(kRows * kKeys)), D(static_cast<size_t>(L));
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t n = t / g.runs, run = t % g.runs;
+    T* dq = run == 0 ? g.dq + n * L * E : g.dq_runs + ((run - 1) * N + n) * L * E;  // (L, E)
     // D_i = dout_i . out_i  (L)
     for (int64_t i = 0; i < L; ++i) {
       const T *gi = g.dout + (n * L + i) * Ev, *oi = g.out + (n * L + i) * Ev;
@@ -154,48 +196,39 @@ inline void backward_tasks(const Grads<T>& g, const Operands<T>& o, int64_t begi
       for (int64_t d = 0; d < Ev; ++d) dot += gi[d] * oi[d];
       D[size_t(i)] = dot;
     }
-    for (int64_t j0 = 0; j0 < S; j0 += kKeys) {
-      const int64_t cols = std::min(kKeys, S - j0);
-      transpose_tile(kt.data(), o.k + n * S * E, j0, cols, E);
-      transpose_tile(vt.data(), o.v + n * S * Ev, j0, cols, Ev);
+    for (int64_t tile = run * key_tiles / g.runs; tile < (run + 1) * key_tiles / g.runs; ++tile) {
+      const int64_t j0 = tile * kKeys, cols = std::min(kKeys, S - j0);
+      const T *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
+      T *dkt = g.dk + (n * S + j0) * E, *dvt = g.dv + (n * S + j0) * Ev;    // (cols, E), (cols, Ev)
       // Causal: rows i < j0 see none of these keys.
       for (int64_t i0 = o.causal ? j0 : 0; i0 < L; i0 += kRows) {
         const int64_t rows = std::min(kRows, L - i0);
-        score_tile(p.data(), o, n, i0, rows, j0, cols, kt.data());
+        const T *qt = o.q + (n * L + i0) * E, *gt = g.dout + (n * L + i0) * Ev;  // (rows, E), (rows, Ev)
+        // p (rows, cols) = exp(scale q_t · k_t^T + bias - lse_i)
+        gemm<T>(rows, cols, E, o.scale, rows_of(qt, E), transposed(kt, E), T(0), p.data(), kKeys);
+        mask_tile(p.data(), o, n, i0, rows, j0, cols);
         for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = n * L + i0 + r;
-          const T lse = g.lse[i], Di = D[size_t(i - n * L)];
-          const T* gi = g.dout + i * Ev;
-          T *pr = p.data() + r * kKeys, *dsr = ds.data() + r * kKeys;
+          const T lse = g.lse[n * L + i0 + r];
+          T* pr = p.data() + r * kKeys;
 #pragma omp simd
-          for (int64_t c = 0; c < cols; ++c) pr[c] = exp_nonpositive(pr[c] - lse);  // p_ij
-          // dp_ij = dout_i . v_j, from the transposed value tile (Ev, kKeys)
-          std::fill_n(dsr, cols, T(0));
-          for (int64_t d = 0; d < Ev; ++d) {
-            const T gd = gi[d];
-            const T* vtd = vt.data() + d * kKeys;
-#pragma omp simd
-            for (int64_t c = 0; c < cols; ++c) dsr[c] += gd * vtd[c];
-          }
-          // ds_ij = p_ij (dp_ij - D_i), times scale for dq and dk
+          for (int64_t c = 0; c < cols; ++c) pr[c] = exp_nonpositive(pr[c] - lse);
+        }
+        // dv_t (cols, Ev) += p^T (cols, rows) · dout_t (rows, Ev)
+        gemm<T>(cols, Ev, rows, T(1), transposed(p.data(), kKeys), rows_of(gt, Ev), T(1), dvt, Ev);
+        // dp (rows, cols) = dout_t (rows, Ev) · v_t^T (Ev, cols)
+        gemm<T>(rows, cols, Ev, T(1), rows_of(gt, Ev), transposed(vt, Ev), T(0), ds.data(), kKeys);
+        // ds_ij = scale p_ij (dp_ij - D_i), the scale folded in for dq and dk
+        for (int64_t r = 0; r < rows; ++r) {
+          const T Di = D[size_t(i0 + r)];
+          const T* pr = p.data() + r * kKeys;
+          T* dsr = ds.data() + r * kKeys;
 #pragma omp simd
           for (int64_t c = 0; c < cols; ++c) dsr[c] = pr[c] * (dsr[c] - Di) * o.scale;
-          const T* qi = o.q + i * E;
-          T* dqi = g.dq + i * E;
-          for (int64_t c = 0; c < cols; ++c) {
-            const int64_t j = n * S + j0 + c;
-            const T pc = pr[c], dsc = dsr[c];
-            const T *kj = o.k + j * E;
-            T *dkj = g.dk + j * E, *dvj = g.dv + j * Ev;
-#pragma omp simd
-            for (int64_t d = 0; d < Ev; ++d) dvj[d] += pc * gi[d];  // dv_j += p_ij dout_i
-#pragma omp simd
-            for (int64_t e = 0; e < E; ++e) {
-              dqi[e] += dsc * kj[e];  // dq_i += scale ds_ij k_j
-              dkj[e] += dsc * qi[e];  // dk_j += scale ds_ij q_i
-            }
-          }
         }
+        // dq_t (rows, E) += ds (rows, cols) · k_t (cols, E)
+        gemm<T>(rows, E, cols, T(1), rows_of(ds.data(), kKeys), rows_of(kt, E), T(1), dq + i0 * E, E);
+        // dk_t (cols, E) += ds^T (cols, rows) · q_t (rows, E)
+        gemm<T>(cols, E, rows, T(1), transposed(ds.data(), kKeys), rows_of(qt, E), T(1), dkt, E);
       }
     }
   }
@@ -209,9 +242,6 @@ LOOM_CPU_CLONES void backward_f32(const Grads<float>& g, const Operands<float>& 
   backward_tasks(g, o, begin, end);
 }
 
-// Tasks per parallel chunk so that a chunk does about kParallelGrain multiply-adds.
-int64_t grain(int64_t work_per_task) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_task)); }
-
 template <typename F>
 void dispatch_attention(DType dtype, const char* op, F&& fn) {
   LOOM_CHECK(dtype == kFloat32 || dtype == kFloat64, DTypeError, op, ": the fused CPU kernel takes float32 or float64, got ",
@@ -220,6 +250,9 @@ void dispatch_attention(DType dtype, const char* op, F&& fn) {
   else fn.template operator()<double>();
 }
 
+// The threads a parallel_for started here gets.
+int64_t threads_here() { return in_parallel_region() ? 1 : get_num_threads(); }
+
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale) {
   const int64_t N = q.size(0), L = q.size(1);
@@ -227,8 +260,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
   dispatch_attention(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
     const Operands<T> o = operands<T>(q, k, v, bias, causal, scale);
     T *op = static_cast<T*>(out.data()), *lp = static_cast<T*>(lse.data());
-    const int64_t tasks = N * ((L + kRows - 1) / kRows);
-    parallel_for(0, tasks, grain(kRows * o.S * (o.E + o.Ev)), [&](int64_t begin, int64_t end) {
+    // A task (a tile of rows against every key) is GEMM work enough for a chunk of its own.
+    parallel_for(0, N * ((L + kRows - 1) / kRows), 1, [&](int64_t begin, int64_t end) {
       if constexpr (std::is_same_v<T, float>) forward_f32(op, lp, o, begin, end);
       else forward_tasks(op, lp, o, begin, end);
     });
@@ -239,16 +272,28 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& bias, bool causal, double scale) {
   for (const Tensor* g : {&dq, &dk, &dv}) fill(*g, 0);  // the loops accumulate into them
-  const int64_t N = q.size(0);
-  if (N == 0 || q.size(1) == 0 || k.size(1) == 0) return;
+  const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
+  if (N == 0 || L == 0 || S == 0) return;
   dispatch_attention(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T>() {
     const Operands<T> o = operands<T>(q, k, v, bias, causal, scale);
+    // Runs per n: enough tasks for two per thread, at most one per key tile.
+    const int64_t runs = std::clamp<int64_t>((2 * threads_here() + N - 1) / N, 1, (S + kKeys - 1) / kKeys);
+    std::vector<T> dq_runs(size_t((runs - 1) * N * L * E), T(0));  // ((runs - 1), N, L, E)
     const Grads<T> g{static_cast<T*>(dq.data()),         static_cast<T*>(dk.data()),
-                     static_cast<T*>(dv.data()),         static_cast<const T*>(grad_out.data()),
-                     static_cast<const T*>(out.data()), static_cast<const T*>(lse.data())};
-    parallel_for(0, N, grain(2 * o.L * o.S * (o.E + o.Ev)), [&](int64_t begin, int64_t end) {
+                     static_cast<T*>(dv.data()),         dq_runs.data(),
+                     static_cast<const T*>(grad_out.data()), static_cast<const T*>(out.data()),
+                     static_cast<const T*>(lse.data()),  runs};
+    parallel_for(0, N * runs, 1, [&](int64_t begin, int64_t end) {
       if constexpr (std::is_same_v<T, float>) backward_f32(g, o, begin, end);
       else backward_tasks(g, o, begin, end);
+    });
+    if (runs == 1) return;
+    // dq (N, L, E) += the dq of every later run
+    parallel_for(0, N * L * E, kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t run = 1; run < runs; ++run) {
+        const T* src = g.dq_runs + (run - 1) * N * L * E;
+        for (int64_t i = begin; i < end; ++i) g.dq[i] += src[i];
+      }
     });
   });
 }

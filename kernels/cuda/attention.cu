@@ -1,0 +1,527 @@
+// CUDA fused scaled-dot-product attention, forward and backward, for float32, float16 and
+// bfloat16 (float32 accumulation) with head dims E, Ev up to 128: the FlashAttention-2
+// schedule (Note [online softmax] in kernels/attention_math.h) with the CPU kernels'
+// semantics (kernels/cpu/attention.cpp): the same bias strides, causal alignment, rows with
+// every key masked, and each row's logsumexp saved (float32) for the backward.
+//
+// Note [CUDA attention tiles]
+// A block has kThreads = 256 threads (8 warps) and holds all its tiles in shared memory,
+// zero-padded to the template head dim D (32, 64 or 128: the smallest that holds E and
+// Ev) and to whole tiles, so no product reads past a tensor and the padding adds 0. The
+// products are block_gemm calls: WMMA m16n16k16 on tensor cores (float32 accumulation) for
+// float16 and bfloat16, a register-tiled loop on CUDA cores for float32. Their float
+// accumulators stay in shared memory too, so rescaling a row of the output needs no
+// knowledge of how a fragment spreads over a warp. R query rows and C keys per tile (Tiles).
+//
+// Forward: one block per (n, tile of R query rows). The Q tile stays; the keys pass in
+// tiles of C (K and V), up to the diagonal when causal. Per key tile: S = Q K^T; then each
+// query row's kThreads / R threads apply scale, bias and masks, fold the tile into the
+// row's running max and sum (registers), write P = exp(S - max) in T and rescale the row's
+// output accumulator; then O += P V. Last, out = O / sum and lse = max + log(sum).
+// Backward: D = rowsum(dout * out) first (one warp per row), then one block per (n, tile of
+// C keys), which keeps K, V and the float dK, dV accumulators and visits the query tiles
+// of R rows (from the diagonal on when causal): S and dP = dout V^T, then P = exp(S - lse)
+// and dS = scale P (dP - D), then dV += P^T dout, dK += dS^T Q and the tile's dQ = dS K,
+// which is added with atomicAdd to a float32 (N, L, E) buffer: the key blocks of one n
+// share every query row.
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "core/factories.h"
+#include "kernels/attention_math.h"
+#include "kernels/cuda/backend.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace loom::kernels::cuda {
+namespace {
+
+namespace am = attention_math;
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kMaxHeadDim = 128;
+
+// ---- tile shapes and shared-memory layouts --------------------------------------------------
+
+// Query rows and keys per tile, chosen so each layout below fits the 163 KiB of shared
+// memory an sm_80 block may opt into (227 KiB on sm_90): float32 at D = 128 takes half as
+// many keys.
+template <typename T, int D>
+struct Tiles {
+  static constexpr bool kWide = sizeof(T) == 4 && D == 128;
+  static constexpr int kForwardRows = 64, kForwardKeys = kWide ? 32 : 64;
+  static constexpr int kBackwardRows = 32, kBackwardKeys = kWide ? 32 : 64;
+};
+
+// Row pitches (elements) of the tiles. WMMA needs a 16-bit row to be a multiple of 8
+// elements and a float one of 4, and fragments 32-byte aligned: 16-bit tiles pad by 8
+// (16 bytes, which also shifts successive rows across the banks), float accumulators by 4.
+// The float32 kernels use no WMMA and pad by 1: an odd pitch spreads the column reads of
+// the CUDA-core products over the banks.
+template <typename T>
+constexpr int tile_pitch(int cols) {
+  return cols + (sizeof(T) == 2 ? 8 : 1);
+}
+template <typename T>
+constexpr int acc_pitch(int cols) {
+  return cols + (sizeof(T) == 2 ? 4 : 1);
+}
+
+// Regions of shared memory one after another, each 128-byte aligned: region i starts at
+// at[i], and at[N] is the total.
+template <size_t N>
+struct Regions {
+  size_t at[N + 1] = {};
+  constexpr explicit Regions(const std::array<size_t, N>& bytes) {
+    for (size_t i = 0; i < N; ++i) at[i + 1] = at[i] + (bytes[i] + 127) / 128 * 128;
+  }
+};
+
+// The forward's tiles: q (R, D), k and v (C, D) of T; s (R, C) float; p (R, C) of T;
+// o (R, D) float; each row's final max and sum (R floats each).
+template <typename T, int D>
+struct ForwardSmem {
+  static constexpr int R = Tiles<T, D>::kForwardRows, C = Tiles<T, D>::kForwardKeys;
+  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
+  enum Region { q, k, v, s, p, o, stats, kRegions };
+  static constexpr size_t t = sizeof(T), f = sizeof(float);
+  static constexpr Regions<kRegions> regions{
+      {t * R * kT, t * C * kT, t * C * kT, f * R * kS, t * R * kP, f * R * kO, f * 2 * R}};
+  static constexpr size_t bytes = regions.at[kRegions];
+};
+
+// The backward's: k and v (C, D), q and dout (R, D) of T; s and dp (R, C) float; p and ds
+// (R, C) of T; dk and dv (C, D), dq (R, D) float; each row's lse and D (R floats each).
+template <typename T, int D>
+struct BackwardSmem {
+  static constexpr int R = Tiles<T, D>::kBackwardRows, C = Tiles<T, D>::kBackwardKeys;
+  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
+  enum Region { k, v, q, dout, s, dp, p, ds, dk, dv, dq, stats, kRegions };
+  static constexpr size_t t = sizeof(T), f = sizeof(float);
+  static constexpr Regions<kRegions> regions{{t * C * kT, t * C * kT, t * R * kT, t * R * kT, f * R * kS, f * R * kS,
+                                              t * R * kP, t * R * kP, f * C * kO, f * C * kO, f * R * kO, f * 2 * R}};
+  static constexpr size_t bytes = regions.at[kRegions];
+};
+
+// Region `region` of layout Smem's shared memory, as P* (its offset a compile-time constant).
+template <typename P, typename Smem, int region>
+__device__ inline P* carve(unsigned char* smem) {
+  constexpr size_t offset = Smem::regions.at[region];
+  return reinterpret_cast<P*>(smem + offset);
+}
+
+// ---- device helpers -------------------------------------------------------------------------
+
+// The operands as raw pointers: q (N, L, E), k (N, S, E), v (N, S, Ev); bias null or
+// (N, L, S) with strides bn, bl, bs.
+template <typename T>
+struct Inputs {
+  const T *q, *k, *v, *bias;
+  int64_t L, S, E, Ev, bn, bl, bs;
+  float scale;
+  bool causal;
+};
+
+// Whether the products of T run on tensor cores (WMMA has bfloat16 from sm_80 on).
+template <typename T>
+constexpr bool use_wmma() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  return false;
+#else
+  return sizeof(T) == 2;
+#endif
+}
+
+template <typename T>
+using wmma_t = std::conditional_t<std::is_same_v<T, Half>, __half, __nv_bfloat16>;
+
+// exp of a score minus the row's max or lse: the accurate expf for float32, whose results
+// are held to the CPU's within 1e-5; the fast one where T's rounding dwarfs its error.
+template <typename T>
+__device__ inline float score_exp(float x) {
+  if constexpr (std::is_same_v<T, float>) return expf(x);
+  else return __expf(x);
+}
+
+// dst (ROWS, D), row pitch `pitch`, = src's rows [0, rows) and columns [0, cols) (row
+// stride ld), zero elsewhere: the padding every product may read. 16 bytes a load when
+// src's rows allow it (a 16-bit tile's rows are 16-byte aligned in shared memory too).
+template <int ROWS, int D, typename T>
+__device__ void load_tile(T* dst, int pitch, const T* src, int64_t ld, int64_t rows, int64_t cols) {
+  constexpr int V = 16 / sizeof(T);
+  using Vec = AlignedVector<T, V>;
+  if (ld % V == 0 && cols % V == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+    for (int idx = threadIdx.x; idx < ROWS * (D / V); idx += kThreads) {
+      const int r = idx / (D / V), c = idx % (D / V) * V;
+      Vec x;
+      if (r < rows && c < cols) x = *reinterpret_cast<const Vec*>(src + r * ld + c);
+      else for (int e = 0; e < V; ++e) x.v[e] = T(0.0f);
+      if constexpr (sizeof(T) == 2) *reinterpret_cast<Vec*>(dst + r * pitch + c) = x;
+      else for (int e = 0; e < V; ++e) dst[r * pitch + c + e] = x.v[e];
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < ROWS * D; idx += kThreads) {
+    const int r = idx / D, c = idx % D;
+    dst[r * pitch + c] = r < rows && c < cols ? src[r * ld + c] : T(0.0f);
+  }
+}
+
+template <int ROWS, int COLS>
+__device__ void zero_tile(float* dst, int pitch) {
+  for (int idx = threadIdx.x; idx < ROWS * COLS; idx += kThreads) dst[(idx / COLS) * pitch + idx % COLS] = 0.0f;
+}
+
+// C (M, N), float, row pitch ldc, = (or += when ACC) A (M, K) · B (K, N) on the block's
+// threads. A is read from a (M, K) row-major tile, or when AT from a (K, M) one (A^T
+// stored); B from a (K, N) tile, or when BT from a (N, K) one. K is a multiple of 16 and
+// M, N of 32. Each thread or warp owns whole blocks of C, so a C element has one writer.
+template <int M, int N, bool AT, bool BT, bool ACC, typename T>
+__device__ void block_gemm(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int K) {
+  if constexpr (use_wmma<T>()) {
+    namespace w = nvcuda::wmma;
+    using W = wmma_t<T>;
+    using LayoutA = std::conditional_t<AT, w::col_major, w::row_major>;
+    using LayoutB = std::conditional_t<BT, w::col_major, w::row_major>;
+    const W* aw = reinterpret_cast<const W*>(a);
+    const W* bw = reinterpret_cast<const W*>(b);
+    constexpr int kBlocksN = N / 16;
+    for (int f = threadIdx.x / kWarp; f < (M / 16) * kBlocksN; f += kWarps) {
+      const int i0 = (f / kBlocksN) * 16, j0 = (f % kBlocksN) * 16;
+      w::fragment<w::accumulator, 16, 16, 16, float> acc;
+      if constexpr (ACC) w::load_matrix_sync(acc, c + i0 * ldc + j0, ldc, w::mem_row_major);
+      else w::fill_fragment(acc, 0.0f);
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        w::fragment<w::matrix_a, 16, 16, 16, W, LayoutA> fa;
+        w::fragment<w::matrix_b, 16, 16, 16, W, LayoutB> fb;
+        w::load_matrix_sync(fa, AT ? aw + k0 * lda + i0 : aw + i0 * lda + k0, lda);
+        w::load_matrix_sync(fb, BT ? bw + j0 * ldb + k0 : bw + k0 * ldb + j0, ldb);
+        w::mma_sync(acc, fa, fb, acc);
+      }
+      w::store_matrix_sync(c + i0 * ldc + j0, acc, ldc, w::mem_row_major);
+    }
+  } else {
+    constexpr int TM = M * N >= 16 * kThreads ? 4 : 2, TN = TM;  // each thread's block of C
+    constexpr int kBlocksN = N / TN;
+    for (int t = threadIdx.x; t < (M / TM) * kBlocksN; t += kThreads) {
+      const int i0 = (t / kBlocksN) * TM, j0 = (t % kBlocksN) * TN;
+      float acc[TM][TN];
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) acc[i][j] = ACC ? c[(i0 + i) * ldc + j0 + j] : 0.0f;
+      for (int kk = 0; kk < K; ++kk) {
+        float av[TM], bv[TN];
+        for (int i = 0; i < TM; ++i) av[i] = float(AT ? a[kk * lda + i0 + i] : a[(i0 + i) * lda + kk]);
+        for (int j = 0; j < TN; ++j) bv[j] = float(BT ? b[(j0 + j) * ldb + kk] : b[kk * ldb + j0 + j]);
+        for (int i = 0; i < TM; ++i)
+          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+      }
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) c[(i0 + i) * ldc + j0 + j] = acc[i][j];
+    }
+  }
+}
+
+// The max or sum of v over each group of G consecutive lanes (G a power of 2 up to 32),
+// returned to all of them.
+template <int G>
+__device__ inline float group_max(float v) {
+  for (int d = G / 2; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
+  return v;
+}
+template <int G>
+__device__ inline float group_sum(float v) {
+  for (int d = G / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+
+// s (= scale q_i . k_j) + bias_ij of query i, key j, or -inf where the key is hidden:
+// outside the tile (a padding row or column) or above the causal diagonal.
+template <typename T>
+__device__ inline float masked_score(const Inputs<T>& in, float s, int64_t n, int64_t i, int64_t j, bool outside) {
+  if (outside || am::causal_hidden(in.causal, i, j)) return am::minus_inf<float>();
+  s *= in.scale;
+  if (in.bias) s += float(in.bias[n * in.bn + i * in.bl + j * in.bs]);
+  return s;
+}
+
+// ---- kernels --------------------------------------------------------------------------------
+
+// Forward (Note [CUDA attention tiles]): out (N, L, Ev) of T, lse (N, L) float. Block b
+// takes n = b / tiles and, last query tile first (the longest when causal), tile
+// tiles - 1 - b % tiles.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> in, T* out, float* lse) {
+  using Smem = ForwardSmem<T, D>;
+  constexpr int R = Smem::R, C = Smem::C, G = kThreads / R;  // G threads per query row
+  extern __shared__ __align__(128) unsigned char smem[];
+  T *sq = carve<T, Smem, Smem::q>(smem), *sk = carve<T, Smem, Smem::k>(smem), *sv = carve<T, Smem, Smem::v>(smem);
+  T* sp = carve<T, Smem, Smem::p>(smem);
+  float *ss = carve<float, Smem, Smem::s>(smem), *so = carve<float, Smem, Smem::o>(smem);
+  float *sm = carve<float, Smem, Smem::stats>(smem), *sl = sm + R;
+
+  const int64_t tiles = (in.L + R - 1) / R;
+  const int64_t n = blockIdx.x / tiles, i0 = (tiles - 1 - blockIdx.x % tiles) * R;
+  const int64_t rows = std::min<int64_t>(R, in.L - i0);
+  const int ek = int((in.E + 15) / 16 * 16);  // the inner size of q k^T, padded with zeros
+
+  load_tile<R, D>(sq, Smem::kT, in.q + (n * in.L + i0) * in.E, in.E, rows, in.E);
+  zero_tile<R, D>(so, Smem::kO);
+  const int r = threadIdx.x / G, part = threadIdx.x % G;  // this thread's row and share of it
+  float m = am::minus_inf<float>(), l = 0.0f;             // the row's running max and sum
+  const int64_t keys = am::key_end(in.causal, i0 + rows - 1, in.S);
+  for (int64_t j0 = 0; j0 < keys; j0 += C) {
+    const int64_t cols = std::min<int64_t>(C, keys - j0);
+    __syncthreads();  // the last tile's products are done with sk, sv and sp
+    load_tile<C, D>(sk, Smem::kT, in.k + (n * in.S + j0) * in.E, in.E, cols, in.E);
+    load_tile<C, D>(sv, Smem::kT, in.v + (n * in.S + j0) * in.Ev, in.Ev, cols, in.Ev);
+    __syncthreads();
+    block_gemm<R, C, false, true, false>(ss, Smem::kS, sq, Smem::kT, sk, Smem::kT, ek);  // s (R, C) = q k^T
+    __syncthreads();
+    // The online softmax of row r over this tile (Note [online softmax]).
+    float* sr = ss + r * Smem::kS;
+    float tile_max = am::minus_inf<float>();
+    for (int c = part; c < C; c += G) {
+      sr[c] = masked_score(in, sr[c], n, i0 + r, j0 + c, r >= rows || c >= cols);
+      tile_max = fmaxf(tile_max, sr[c]);
+    }
+    const float m_new = fmaxf(m, group_max<G>(tile_max));
+    const float shift = am::safe_shift(m_new), alpha = am::rescale_factor(m, m_new);
+    float sum = 0.0f;
+    for (int c = part; c < C; c += G) {
+      const float e = score_exp<T>(sr[c] - shift);  // p_ij, unnormalised
+      sp[r * Smem::kP + c] = T(e);
+      sum += e;
+    }
+    l = l * alpha + group_sum<G>(sum);
+    m = m_new;
+    if (alpha != 1.0f)  // the max rose: rescale the row's output so far
+      for (int c = part; c < D; c += G) so[r * Smem::kO + c] *= alpha;
+    __syncthreads();
+    block_gemm<R, D, false, false, true>(so, Smem::kO, sp, Smem::kP, sv, Smem::kT, C);  // o (R, D) += p v
+  }
+  if (part == 0) sm[r] = m, sl[r] = l;
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows * in.Ev; idx += kThreads) {
+    const int64_t rr = idx / in.Ev, c = idx % in.Ev;
+    out[(n * in.L + i0 + rr) * in.Ev + c] = T(so[rr * Smem::kO + c] * am::inverse_sum(sl[rr]));
+  }
+  if (threadIdx.x < rows) lse[n * in.L + i0 + threadIdx.x] = am::row_logsumexp(sm[threadIdx.x], sl[threadIdx.x]);
+}
+
+// d (rows) = sum_c dout_rc out_rc over rows of Ev (D_i of Note [online softmax]), one warp
+// per row.
+template <typename T>
+__global__ void __launch_bounds__(kBlockSize)
+    row_dot_kernel(float* d, const T* dout, const T* out, int64_t rows, int64_t Ev) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows; row += warps) {
+    float acc = 0.0f;
+    for (int64_t c = lane; c < Ev; c += kWarp) acc += float(dout[row * Ev + c]) * float(out[row * Ev + c]);
+    acc = group_sum<kWarp>(acc);
+    if (lane == 0) d[row] = acc;
+  }
+}
+
+// The backward's other operands: dout (N, L, Ev) of T; lse and D (N, L) float; dq_acc
+// (N, L, E) float, zeroed, added to; dk (N, S, E) and dv (N, S, Ev) of T, overwritten.
+template <typename T>
+struct Grads {
+  const T* dout;
+  const float *lse, *rowdot;
+  float* dq_acc;
+  T *dk, *dv;
+};
+
+// Backward (Note [CUDA attention tiles]): block b takes n = b / tiles and key tile b % tiles.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_backward_kernel(Inputs<T> in, Grads<T> g) {
+  using Smem = BackwardSmem<T, D>;
+  constexpr int R = Smem::R, C = Smem::C;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T *sk = carve<T, Smem, Smem::k>(smem), *sv = carve<T, Smem, Smem::v>(smem);
+  T *sq = carve<T, Smem, Smem::q>(smem), *sdo = carve<T, Smem, Smem::dout>(smem);
+  T *sp = carve<T, Smem, Smem::p>(smem), *sds = carve<T, Smem, Smem::ds>(smem);
+  float *ss = carve<float, Smem, Smem::s>(smem), *sdp = carve<float, Smem, Smem::dp>(smem);
+  float *sdk = carve<float, Smem, Smem::dk>(smem), *sdv = carve<float, Smem, Smem::dv>(smem);
+  float *sdq = carve<float, Smem, Smem::dq>(smem);
+  float *slse = carve<float, Smem, Smem::stats>(smem), *sd = slse + R;
+
+  const int64_t tiles = (in.S + C - 1) / C;
+  const int64_t n = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * C;
+  const int64_t cols = std::min<int64_t>(C, in.S - j0);
+  const int ek = int((in.E + 15) / 16 * 16), evk = int((in.Ev + 15) / 16 * 16);
+
+  load_tile<C, D>(sk, Smem::kT, in.k + (n * in.S + j0) * in.E, in.E, cols, in.E);
+  load_tile<C, D>(sv, Smem::kT, in.v + (n * in.S + j0) * in.Ev, in.Ev, cols, in.Ev);
+  zero_tile<C, D>(sdk, Smem::kO);
+  zero_tile<C, D>(sdv, Smem::kO);
+  // Causal: rows i < j0 see none of these keys.
+  for (int64_t i0 = in.causal ? j0 : 0; i0 < in.L; i0 += R) {
+    const int64_t rows = std::min<int64_t>(R, in.L - i0);
+    __syncthreads();  // the last tile's products and dq adds are done with sq, sdo, sp, sds, sdq
+    load_tile<R, D>(sq, Smem::kT, in.q + (n * in.L + i0) * in.E, in.E, rows, in.E);
+    load_tile<R, D>(sdo, Smem::kT, g.dout + (n * in.L + i0) * in.Ev, in.Ev, rows, in.Ev);
+    if (threadIdx.x < R) {
+      const bool real = threadIdx.x < rows;  // a padding row: lse +inf makes its weights 0
+      slse[threadIdx.x] = real ? g.lse[n * in.L + i0 + threadIdx.x] : std::numeric_limits<float>::infinity();
+      sd[threadIdx.x] = real ? g.rowdot[n * in.L + i0 + threadIdx.x] : 0.0f;
+    }
+    __syncthreads();
+    block_gemm<R, C, false, true, false>(ss, Smem::kS, sq, Smem::kT, sk, Smem::kT, ek);     // s (R, C) = q k^T
+    block_gemm<R, C, false, true, false>(sdp, Smem::kS, sdo, Smem::kT, sv, Smem::kT, evk);  // dp (R, C) = dout v^T
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < R * C; idx += kThreads) {
+      const int r = idx / C, c = idx % C;
+      const float s = masked_score(in, ss[r * Smem::kS + c], n, i0 + r, j0 + c, r >= rows || c >= cols);
+      const float p = score_exp<T>(s - slse[r]);  // 0 where masked, and in a row with every key masked
+      sp[r * Smem::kP + c] = T(p);
+      sds[r * Smem::kP + c] = T(p * (sdp[r * Smem::kS + c] - sd[r]) * in.scale);  // ds_ij, times scale
+    }
+    __syncthreads();
+    block_gemm<C, D, true, false, true>(sdv, Smem::kO, sp, Smem::kP, sdo, Smem::kT, R);   // dv (C, D) += p^T dout
+    block_gemm<C, D, true, false, true>(sdk, Smem::kO, sds, Smem::kP, sq, Smem::kT, R);   // dk (C, D) += ds^T q
+    block_gemm<R, D, false, false, false>(sdq, Smem::kO, sds, Smem::kP, sk, Smem::kT, C);  // dq (R, D) = ds k
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < rows * in.E; idx += kThreads) {
+      const int64_t r = idx / in.E, c = idx % in.E;
+      atomicAdd(g.dq_acc + (n * in.L + i0 + r) * in.E + c, sdq[r * Smem::kO + c]);
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < cols * in.E; idx += kThreads)
+    g.dk[(n * in.S + j0 + idx / in.E) * in.E + idx % in.E] = T(sdk[(idx / in.E) * Smem::kO + idx % in.E]);
+  for (int idx = threadIdx.x; idx < cols * in.Ev; idx += kThreads)
+    g.dv[(n * in.S + j0 + idx / in.Ev) * in.Ev + idx % in.Ev] = T(sdv[(idx / in.Ev) * Smem::kO + idx % in.Ev]);
+}
+
+// ---- host side ------------------------------------------------------------------------------
+
+// fn.template operator()<T, D>() for dtype's T and the smallest head dim D of 32, 64, 128
+// that holds `head_dim`; false when the kernels do not take them.
+template <typename F>
+bool dispatch_attention(DType dtype, int64_t head_dim, F&& fn) {
+  auto with_dim = [&]<typename T>() {
+    if (head_dim <= 32) fn.template operator()<T, 32>();
+    else if (head_dim <= 64) fn.template operator()<T, 64>();
+    else if (head_dim <= kMaxHeadDim) fn.template operator()<T, 128>();
+    else return false;
+    return true;
+  };
+  switch (dtype) {
+    case kFloat32: return with_dim.template operator()<float>();
+    case kFloat16: return with_dim.template operator()<Half>();
+    case kBFloat16: return with_dim.template operator()<BFloat16>();
+    default: return false;
+  }
+}
+
+template <typename T>
+Inputs<T> inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal, double scale) {
+  Inputs<T> in{};
+  in.q = static_cast<const T*>(q.data());
+  in.k = static_cast<const T*>(k.data());
+  in.v = static_cast<const T*>(v.data());
+  in.L = q.size(1), in.S = k.size(1), in.E = q.size(2), in.Ev = v.size(2);
+  if (bias.defined()) {
+    in.bias = static_cast<const T*>(bias.data());
+    in.bn = bias.stride(0), in.bl = bias.stride(1), in.bs = bias.stride(2);
+  }
+  in.scale = float(scale);
+  in.causal = causal;
+  return in;
+}
+
+// Launches kernel on `blocks` blocks with `bytes` of dynamic shared memory, past the
+// default 48 KiB once the function is allowed it.
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, int64_t blocks, size_t bytes, cudaStream_t stream, const Args&... args) {
+  LOOM_ASSERT(blocks <= std::numeric_limits<int32_t>::max(), "scaled_dot_product_attention: ", blocks, " blocks");
+  LOOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  kernel<<<unsigned(blocks), kThreads, bytes, stream>>>(args...);
+  LOOM_CUDA_KERNEL_CHECK();
+}
+
+int64_t head_dim(const Tensor& q, const Tensor& v) { return std::max(q.size(2), v.size(2)); }
+
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& bias, bool causal, double scale) {
+  const char* op = "scaled_dot_product_attention";
+  LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
+  const int64_t N = q.size(0), L = q.size(1);
+  if (N == 0 || L == 0) return;
+  ::loom::cuda::DeviceGuard guard(q.device());
+  const cudaStream_t stream = current_stream(q.device().index);
+  const bool taken = dispatch_attention(q.dtype(), head_dim(q, v), [&]<typename T, int D>() {
+    const int64_t tiles = (L + ForwardSmem<T, D>::R - 1) / ForwardSmem<T, D>::R;
+    launch(attention_forward_kernel<T, D>, N * tiles, ForwardSmem<T, D>::bytes, stream,
+           inputs<T>(q, k, v, bias, causal, scale), static_cast<T*>(out.data()), static_cast<float*>(lse.data()));
+  });
+  LOOM_CHECK(taken, DTypeError, op, ": the fused CUDA kernel takes float32, float16 or bfloat16 with head dims up to ",
+             kMaxHeadDim, ", got ", dtype_name(q.dtype()), " and ", head_dim(q, v));
+}
+
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& bias, bool causal, double scale) {
+  const char* op = "scaled_dot_product_attention_backward";
+  LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
+  const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
+  if (N == 0 || L == 0 || S == 0) {  // no product: every gradient is 0 (or empty)
+    for (const Tensor* t : {&dq, &dk, &dv}) fill(*t, 0);
+    return;
+  }
+  ::loom::cuda::DeviceGuard guard(q.device());
+  const int device = q.device().index;
+  const cudaStream_t stream = current_stream(device);
+  const TensorOptions f32 = TensorOptions(kFloat32).device(q.device());
+  // D (N, L) first (FlashAttention-2), then the key blocks; dq gathers in float32.
+  const Tensor rowdot = empty({N, L}, f32);
+  const Tensor dq_acc = q.dtype() == kFloat32 ? dq : empty({N, L, q.size(2)}, f32);
+  fill(dq_acc, 0);
+  const bool taken = dispatch_attention(q.dtype(), head_dim(q, v), [&]<typename T, int D>() {
+    const int64_t Ev = v.size(2);
+    row_dot_kernel<T><<<grid_size(N * L * kWarp, device), kBlockSize, 0, stream>>>(
+        static_cast<float*>(rowdot.data()), static_cast<const T*>(grad_out.data()),
+        static_cast<const T*>(out.data()), N * L, Ev);
+    LOOM_CUDA_KERNEL_CHECK();
+    const Grads<T> g{static_cast<const T*>(grad_out.data()), static_cast<const float*>(lse.data()),
+                     static_cast<const float*>(rowdot.data()), static_cast<float*>(dq_acc.data()),
+                     static_cast<T*>(dk.data()), static_cast<T*>(dv.data())};
+    const int64_t tiles = (S + BackwardSmem<T, D>::C - 1) / BackwardSmem<T, D>::C;
+    launch(attention_backward_kernel<T, D>, N * tiles, BackwardSmem<T, D>::bytes, stream,
+           inputs<T>(q, k, v, bias, causal, scale), g);
+  });
+  LOOM_CHECK(taken, DTypeError, op, ": the fused CUDA kernel takes float32, float16 or bfloat16 with head dims up to ",
+             kMaxHeadDim, ", got ", dtype_name(q.dtype()), " and ", head_dim(q, v));
+  if (!dq_acc.is_same(dq)) copy(dq, dq_acc);
+}
+
+// Whether the kernels take q and v: their dtype, head dims, and shared memory enough on
+// q's device for both layouts (else scaled_dot_product_attention composes the ops).
+bool attention_supports(const Tensor& q, const Tensor& v) {
+  int optin = 0;
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device().index));
+  bool fits = false;
+  const bool taken = dispatch_attention(q.dtype(), std::max(q.size(-1), v.size(-1)), [&]<typename T, int D>() {
+    fits = std::max(ForwardSmem<T, D>::bytes, BackwardSmem<T, D>::bytes) <= size_t(optin);
+  });
+  return taken && fits;
+}
+
+}  // namespace
+
+void add_attention_kernels(Backend& b) {
+  b.attention_forward = &attention_forward;
+  b.attention_backward = &attention_backward;
+  b.attention_supports = &attention_supports;
+}
+
+}  // namespace loom::kernels::cuda
