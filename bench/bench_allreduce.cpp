@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "distributed/distributed.h"
 #include "loom.h"
 
@@ -88,11 +89,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double load1() {
-  double l[1] = {0};
-  return getloadavg(l, 1) == 1 ? l[0] : -1;
-}
-
 // One all_reduce(SUM) of value (rank + 1) at every element; each must be n(n+1)/2.
 void check_sum(Tensor t, int rank, int world) {
   t.fill_(double(rank + 1));
@@ -142,7 +138,7 @@ int main(int argc, char** argv) {
         std::printf("{\"bench\":\"allreduce\",\"impl\":\"loom-gloo\",\"op\":\"sum\",\"dtype\":\"float32\","
                     "\"bytes\":%lld,\"ranks\":%d,\"iters\":%d,\"seconds\":%.6g,\"algbw_gbps\":%.4g,"
                     "\"busbw_gbps\":%.4g,\"load1\":%.2f}\n",
-                    static_cast<long long>(bytes), world, o.iters, seconds, algbw, busbw, load1());
+                    static_cast<long long>(bytes), world, o.iters, seconds, algbw, busbw, bench::load1());
         std::fflush(stdout);
       }
     }

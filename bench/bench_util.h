@@ -34,6 +34,12 @@ inline Options parse_options(int argc, char** argv) {
   return o;
 }
 
+// The 1-minute load average (-1 where unknown): benchmarks print it, so a busy machine shows.
+inline double load1() {
+  double load = -1;
+  return getloadavg(&load, 1) == 1 ? load : -1;
+}
+
 // Median wall-clock seconds of fn() over `reps` runs, after `warmup` untimed runs.
 template <typename F>
 double median_seconds(F&& fn, int warmup, int reps) {

@@ -126,11 +126,6 @@ int64_t peak_rss_bytes() {
   return int64_t(u.ru_maxrss) * 1024;  // KiB on Linux
 }
 
-double load1() {
-  double load = -1;
-  return getloadavg(&load, 1) == 1 ? load : -1;
-}
-
 // Flush-to-zero and denormals-are-zero on this thread, and so on every worker: parallel_for
 // runs its chunks with the caller's MXCSR (Note [a pool for a busy machine]).
 void flush_denormals() {
@@ -285,13 +280,14 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
         loss = l.item<double>();  // on CUDA this copy waits for the step's kernels
       },
       kWarmupSteps, steps);
-  std::string peak_mem =
+  // The fields only some runs have: peak_mem_bytes, and the data-parallel ones.
+  std::string optional_fields =
       memory ? ",\"peak_mem_bytes\":" + std::to_string(memory->peak_since_reset()) : std::string();
   // A data-parallel step is every rank's: rank 0 reports, with the samples of all ranks.
   const int ranks = w.data_parallel ? distributed::get_world_size() : 1;
   if (w.data_parallel && distributed::get_rank() != 0) return;
   if (w.data_parallel) {
-    peak_mem += ",\"ranks\":" + std::to_string(ranks) + ",\"per_rank_batch\":" + std::to_string(w.batch) +
+    optional_fields += ",\"ranks\":" + std::to_string(ranks) + ",\"per_rank_batch\":" + std::to_string(w.batch) +
                 ",\"samples_per_s\":" + std::to_string(double(ranks * w.batch) / seconds);
   }
   std::printf(
@@ -300,7 +296,7 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
       "\"flush_denormal\":%s,\"amp\":\"%s\"}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
-      loss, peak_mem.c_str(), static_cast<long long>(peak_rss_bytes()), load1(), flush_denormal ? "true" : "false",
+      loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str());
   std::fflush(stdout);
 }

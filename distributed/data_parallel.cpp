@@ -68,8 +68,9 @@ void DataParallelBase::check_same_model_on_every_rank() const {
   std::vector<Tensor> lengths;
   for (int r = 0; r < world; ++r) lengths.push_back(zeros({1}, TensorOptions(kInt64).device(device)));
   group_.all_gather(lengths, length)->wait();
-  int64_t longest = 0;
-  for (const Tensor& l : lengths) longest = std::max(longest, l.to_vector<int64_t>()[0]);
+  std::vector<int64_t> sizes;  // each rank's text length
+  for (const Tensor& l : lengths) sizes.push_back(l.to_vector<int64_t>()[0]);
+  const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
 
   std::vector<int32_t> codes(size_t(longest), 0);
   std::copy(text.begin(), text.end(), codes.begin());
@@ -80,7 +81,7 @@ void DataParallelBase::check_same_model_on_every_rank() const {
   std::vector<std::vector<std::string>> lines;
   for (int r = 0; r < world; ++r) {
     std::vector<int32_t> c = texts[size_t(r)].to_vector<int32_t>();
-    std::string s(c.begin(), c.begin() + lengths[size_t(r)].to_vector<int64_t>()[0]);
+    std::string s(c.begin(), c.begin() + sizes[size_t(r)]);
     lines.push_back(split_lines(s));
   }
   size_t most = 0;
