@@ -1,6 +1,8 @@
 // Core micro-benchmarks, one JSON object per line (bench_util.h):
 //   gemm               float32 A·B at N = 256, 1024, 2048 in GFLOP/s, beside the ceiling of
 //                      shared/workloads.md (Eigen with AVX-512 on 2 threads, 200 GFLOP/s).
+//   gemm_bf16          bfloat16 A·B (float32 sums) at N = 256, 1024, 2048 in GFLOP/s, once per
+//                      kernel this CPU runs (Note [bfloat16 GEMM]; "kernel" in the line).
 //   add                a + b on 2^24 contiguous float32 elements: GB/s (3 × the bytes of one).
 //   softmax            softmax over rows of 4096 float32: GB/s (2 × the input's bytes).
 //   sdpa               ms per forward + backward of scaled_dot_product_attention on
@@ -16,6 +18,7 @@
 //   bench_core [--threads N] [--quick]
 // torch_bench_core.cpp prints the same gemm and tiny_add lines for LibTorch.
 #include "bench/bench_util.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "loom.h"
 
 using namespace loom;
@@ -23,6 +26,24 @@ using namespace loom;
 namespace {
 
 constexpr const char* kFramework = "loom";
+
+void gemm_bf16_lines(const bench::Options& o) {
+  using kernels::cpu::Bf16GemmKernel;
+  for (Bf16GemmKernel k : {Bf16GemmKernel::Avx512Bf16, Bf16GemmKernel::Float32}) {
+    if (k == Bf16GemmKernel::Avx512Bf16 && !kernels::cpu::cpu_has_avx512_bf16()) continue;
+    kernels::cpu::force_bf16_gemm_kernel(k);
+    for (int64_t n : {256, 1024, 2048}) {
+      const Tensor a = randn({n, n}).to(kBFloat16), b = randn({n, n}).to(kBFloat16);
+      const int reps = o.quick ? 3 : (n <= 256 ? 50 : n <= 1024 ? 15 : 7);
+      const double s = bench::median_seconds([&] { (void)matmul(a, b); }, 2, reps);
+      char extra[64];
+      std::snprintf(extra, sizeof extra, ",\"kernel\":\"%s\"", kernels::cpu::bf16_gemm_kernel_name(k));
+      bench::print({"gemm_bf16", kFramework, n, "bfloat16", get_num_threads(),
+                    2.0 * double(n) * double(n) * double(n) / s / 1e9, "GFLOP/s", 0, extra});
+    }
+  }
+  kernels::cpu::force_bf16_gemm_kernel(std::nullopt);
+}
 
 void add_lines(const bench::Options& o) {
   const int64_t n = int64_t(1) << 24;
@@ -131,6 +152,7 @@ int main(int argc, char** argv) {
   bench::gemm_lines(kFramework, get_num_threads(), o.quick, [](int64_t n) {
     return [a = randn({n, n}), b = randn({n, n})] { (void)matmul(a, b); };
   });
+  gemm_bf16_lines(o);
   add_lines(o);
   softmax_lines(o);
   sdpa_lines(o);

@@ -106,10 +106,11 @@ inline RNNReserve allocate_reserve(RNNMode mode, int64_t T, int64_t B, int64_t H
 inline void add_to_rows(const Tensor& x, const Tensor& bias) { binary(BinaryOp::Add, x, x, bias.expand(x.sizes())); }
 
 // Forward before the sweep: the reserve, with the input projection of all steps in its
-// gates (its bias added by `add_bias(x, bias)`, as add_to_rows); y (T, B, H) zero; h_n
-// and c_n (B, H) copies of h0 and c0, the running state that the sweep leaves final.
-template <typename AddBias>
-RNNLayerOutput begin_forward(const RNNLayerInput& in, const AddBias& add_bias) {
+// gates (a GEMM `gemm(out, a, b)`: out = a · b, as finish_backward's; its bias added by
+// `add_bias(x, bias)`, as add_to_rows); y (T, B, H) zero; h_n and c_n (B, H) copies of h0
+// and c0, the running state that the sweep leaves final.
+template <typename AddBias, typename Gemm>
+RNNLayerOutput begin_forward(const RNNLayerInput& in, const AddBias& add_bias, const Gemm& gemm) {
   const int64_t T = in.x.size(0), B = in.x.size(1), I = in.x.size(2), H = in.w_hh.size(1);
   const int64_t GH = rnn_gates(in.mode) * H;
   const TensorOptions opt = in.x.options();
@@ -117,13 +118,18 @@ RNNLayerOutput begin_forward(const RNNLayerInput& in, const AddBias& add_bias) {
   out.reserve = allocate_reserve(in.mode, T, B, H, opt);
   // XP (T·B, G·H) = X (T·B, I) · W_ih^T + bias; the cells turn it into the gates in place.
   const Tensor xp = out.reserve.gates.view({T * B, GH});
-  mm(xp, in.x.contiguous().view({T * B, I}), in.w_ih.t(), 0);
+  gemm(xp, in.x.contiguous().view({T * B, I}), in.w_ih.t());
   const Tensor bias = input_bias(in);
   if (bias.defined()) add_bias(xp, bias);
   out.y = zeros({T, B, H}, opt);
   out.h_n = in.h0.contiguous().clone();
   if (in.mode == RNNMode::LSTM) out.c_n = in.c0.contiguous().clone();
   return out;
+}
+
+template <typename AddBias>
+RNNLayerOutput begin_forward(const RNNLayerInput& in, const AddBias& add_bias) {
+  return begin_forward(in, add_bias, [](const Tensor& out, const Tensor& a, const Tensor& b) { mm(out, a, b, 0); });
 }
 
 // Backward's buffers; undefined output gradients count as zero.

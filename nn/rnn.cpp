@@ -85,12 +85,46 @@ void RNNBaseImpl::reset_parameters() {
     if (w.defined()) init::uniform_(w, -bound, bound);
 }
 
+namespace {
+
+// The autocast name of a layer or cell (kernels/autocast_policy.h).
+const char* autocast_name(RNNMode mode, bool cell) {
+  if (mode == RNNMode::LSTM) return cell ? "lstm_cell" : "lstm";
+  if (mode == RNNMode::GRU) return cell ? "gru_cell" : "gru";
+  return cell ? "rnn_cell" : "rnn";
+}
+
+// A layer's data (x, h, c: the first `data` entries) and weights as autocast has them run
+// (Note [autocast]): cast by the op's policy; under a policy that keeps the inputs' dtype,
+// x and the state promoted to one dtype and, when that is autocast's 16-bit dtype, the
+// weights cast to it (through the parameter cache), as PyTorch's CPU GRU and cells do.
+std::vector<Tensor> autocast_rnn_inputs(const char* op, std::vector<Tensor> inputs, size_t data) {
+  if (!inputs[0].defined() || !amp::is_autocast_enabled(inputs[0].device())) return inputs;
+  std::vector<Tensor> cast = autocast::cast_inputs(op, std::move(inputs));
+  const Device device = cast[0].device();
+  const kernels::AutocastPolicy policy = kernels::autocast_policy(op);
+  if ((device.type == DeviceType::CUDA ? policy.cuda : policy.cpu) != kernels::CastPolicy::Keep) return cast;
+  DType common = cast[0].dtype();
+  for (size_t i = 1; i < data; ++i)
+    if (cast[i].defined()) common = promote_types(common, cast[i].dtype());
+  if (common != amp::get_autocast_dtype(device)) return cast;
+  for (size_t i = 0; i < cast.size(); ++i) {
+    if (!cast[i].defined() || !cast[i].is_floating_point() || cast[i].dtype() == kFloat64) continue;
+    cast[i] = i < data ? cast[i].to(common) : autocast::cast_input(cast[i], kernels::kCastToLower);
+  }
+  return cast;
+}
+
+}  // namespace
+
 RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in, const Tensor& lengths) {
   const char* op = type_name().c_str();
-  // Under autocast: float32 for now (kernels/autocast_policy.h, Note [autocast]).
-  const std::vector<Tensor> cast = autocast::cast_inputs("rnn", {input_in, state_in.h, state_in.c});
+  std::vector<Tensor> cast = {input_in, state_in.h, state_in.c};
+  cast.insert(cast.end(), flat_weights_.begin(), flat_weights_.end());
+  cast = autocast_rnn_inputs(autocast_name(mode_, false), std::move(cast), 3);
   const Tensor& input = cast[0];
   const RNNState state{cast[1], cast[2]};
+  const std::vector<Tensor> weights(cast.begin() + 3, cast.end());
   LOOM_CHECK(input.dim() == 3, ShapeError, op, ": expected a 3-D input (", options.batch_first_ ? "B, T, I" : "T, B, I",
              "), got shape ", shape_str(input.sizes()));
   Tensor x = options.batch_first_ ? input.transpose(0, 1) : input;  // (T, B, I)
@@ -101,7 +135,7 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in,
   LOOM_CHECK(T > 0, ShapeError, op, ": the input has no time steps, shape ", shape_str(input.sizes()));
   const std::vector<int64_t> lens = lengths_vector(lengths, input, T, B, op);
   const bool lstm = mode_ == RNNMode::LSTM;
-  check_like(flat_weights_[0], input, "the parameters", op);
+  check_like(weights[0], input, "the parameters", op);
   Tensor h0 = state.h.defined() ? state.h : zeros_state(L * D, B, H, x);
   Tensor c0 = lstm ? (state.c.defined() ? state.c : zeros_state(L * D, B, H, x)) : Tensor();
   check_state(h0, {L * D, B, H}, "h0", op);
@@ -114,7 +148,7 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in,
   // The device's whole-stack kernel (cuDNN) or one node per layer: rnn_stack decides.
   const kernels::RNNStackConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
                                        is_training() ? options.dropout_ : 0.0};
-  const RNNStackResult r = rnn_stack(config, x, h0, c0, flat_weights_, lens);
+  const RNNStackResult r = rnn_stack(config, x, h0, c0, weights, lens);
   return {options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
 }
 
@@ -163,9 +197,11 @@ RNNCellBaseImpl::RNNCellBaseImpl(RNNMode mode, int64_t input_size_, int64_t hidd
 
 RNNState RNNCellBaseImpl::forward(const Tensor& x_in, const RNNState& state_in) {
   const char* op = type_name().c_str();
-  const std::vector<Tensor> cast = autocast::cast_inputs("rnn_cell", {x_in, state_in.h, state_in.c});  // Note [autocast]
+  const std::vector<Tensor> cast = autocast_rnn_inputs(
+      autocast_name(mode_, true), {x_in, state_in.h, state_in.c, weight_ih, weight_hh, bias_ih, bias_hh}, 3);
   const Tensor& x = cast[0];
   const RNNState state{cast[1], cast[2]};
+  const Tensor &w_ih = cast[3], &w_hh = cast[4], &b_ih = cast[5], &b_hh = cast[6];
   LOOM_CHECK(x.dim() == 2 && x.size(1) == input_size, ShapeError, op, ": input of shape ", shape_str(x.sizes()),
              ", expected (batch, ", input_size, ")");
   const int64_t B = x.size(0);
@@ -174,7 +210,7 @@ RNNState RNNCellBaseImpl::forward(const Tensor& x_in, const RNNState& state_in) 
   Tensor c = lstm ? (state.c.defined() ? state.c : zeros({B, hidden_size}, x.options())) : Tensor();
   LOOM_CHECK(h.sizes() == Shape({B, hidden_size}), ShapeError, op, ": hidden state of shape ", shape_str(h.sizes()),
              ", expected ", shape_str({B, hidden_size}));
-  check_like(weight_ih, x, "the parameters", op);
+  check_like(w_ih, x, "the parameters", op);
   check_like(h, x, "the hidden state", op);
   if (lstm) {
     LOOM_CHECK(c.sizes() == Shape({B, hidden_size}), ShapeError, op, ": cell state of shape ",
@@ -182,7 +218,7 @@ RNNState RNNCellBaseImpl::forward(const Tensor& x_in, const RNNState& state_in) 
     check_like(c, x, "the cell state", op);
   }
   // A cell is a one-step layer: the same fused kernel and backward.
-  RNNLayerResult r = rnn_layer(mode_, x.unsqueeze(0), h, c, weight_ih, weight_hh, bias_ih, bias_hh, {}, false);
+  RNNLayerResult r = rnn_layer(mode_, x.unsqueeze(0), h, c, w_ih, w_hh, b_ih, b_hh, {}, false);
   return {r.h_n, r.c_n};
 }
 

@@ -564,10 +564,6 @@ TEST_CASE("RNN errors name the module and the shapes", "[rnn]") {
   require_throws_with<DTypeError>([&] { gru(x, nn::RNNState{h0.to(kFloat64)}); }, {"GRU", "h0", "float64", "float32"});
   require_throws_with<DTypeError>([&] { lstm(x, nn::RNNState{h0, h0.to(kFloat64)}); },
                                   {"LSTM", "c0", "float64", "float32"});
-  // The CPU kernels compute in float32 and float64 only.
-  nn::GRU half(nn::RNNOptions(4, 3));
-  half->to(kFloat16);
-  require_throws_with<DTypeError>([&] { half(x.to(kFloat16)); }, {"rnn", "float16"});
   require_throws_with<ValueError>([&] { nn::RNN(nn::RNNOptions(4, 3).nonlinearity("sigmoid")); },
                                   {"RNN", "sigmoid"});
   require_throws_with<ValueError>([&] { nn::LSTM(nn::RNNOptions(4, 3).dropout(1.5)); }, {"LSTM", "dropout"});

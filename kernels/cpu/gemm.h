@@ -43,5 +43,8 @@ void gemm_avx2(const GemmArgs& args);      // needs a CPU with AVX2 and FMA
 bool cpu_has_avx512();
 bool cpu_has_avx2();
 void gemm_portable(const GemmArgs& args);  // any x86-64
+// The widest of the three that this CPU runs.
+using GemmFn = void (*)(const GemmArgs&);
+GemmFn best_float_gemm();
 
 }  // namespace loom::kernels::cpu

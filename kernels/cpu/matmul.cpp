@@ -1,5 +1,6 @@
 // CPU batched GEMM (kernels::bmm): per batch item, one call of the Eigen GEMM in gemm.h on
-// the operands' own memory, picking the AVX-512 build of it when the CPU has AVX-512.
+// the operands' own memory, picking the AVX-512 build of it when the CPU has AVX-512;
+// bfloat16 through the bfloat16 GEMM (gemm_bf16.h).
 #include <algorithm>
 #include <optional>
 #include <type_traits>
@@ -7,6 +8,7 @@
 #include "core/factories.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/backend.h"
 
@@ -31,6 +33,8 @@ bool cpu_has_avx2() {
   return false;
 #endif
 }
+
+GemmFn best_float_gemm() { return cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable; }
 
 namespace {
 
@@ -125,7 +129,7 @@ void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doubl
   const T* pa = static_cast<const T*>(a.data());
   const T* pb = static_cast<const T*>(b.data());
   T* pc = static_cast<T*>(out.data());
-  void (*gemm)(const GemmArgs&) = cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable;
+  const GemmFn gemm = best_float_gemm();
   auto run = [&](int64_t i, bool on_threads) {
     GemmArgs g = base;
     g.a.data = pa + i * a.stride(0);
@@ -156,6 +160,53 @@ void bmm_via_float(const Tensor& out, const Tensor& a, const Tensor& b, double b
   copy(out, out_f);
 }
 
+// bfloat16: the bfloat16 GEMM (Note [bfloat16 GEMM]) into a float32 buffer, rounded once
+// into out. Per batch item B is packed once and C's rows are split across the threads; a
+// batch of small products runs one item per thread instead.
+void bmm_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double beta) {
+  const Tensor a = matrix_ref(a_in) ? a_in : contiguous_copy(a_in);
+  const Tensor b = matrix_ref(b_in) ? b_in : contiguous_copy(b_in);
+  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  Tensor c = empty({batch, M, N}, out.options().dtype(kFloat32));  // (batch, M, N) row-major
+  if (beta != 0) copy(c, out);
+  const auto* pa = static_cast<const uint16_t*>(a.data());
+  const auto* pb = static_cast<const uint16_t*>(b.data());
+  float* pc = c.data_ptr<float>();
+  auto operand = [](const Tensor& t, const uint16_t* base, int64_t i) {
+    MatrixRef m = *matrix_ref(t);
+    m.data = base + i * t.stride(0);
+    return Bf16Operand{m, DType::BFloat16};
+  };
+  auto item = [&](int64_t i, bool on_threads) {
+    thread_local PackedBf16B reused;  // its memory reused by the next product on this thread
+    // A reference: in the lambda below, `reused` would name each worker's own instance.
+    PackedBf16B& packed = reused;
+    pack_bf16_b(operand(b, pb, i), K, N, packed);
+    const Bf16Operand ai = operand(a, pa, i);
+    float* ci = pc + i * M * N;
+    const int64_t threads = on_threads && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), M * N * K / kGemmWorkPerThread) : 1;
+    if (threads <= 1 || M < 2 * kGemmMinBlock) {
+      gemm_bf16(M, ai, packed, ci, N, beta != 0);
+      return;
+    }
+    const int64_t block = ((M + threads - 1) / threads + kGemmMinBlock - 1) / kGemmMinBlock * kGemmMinBlock;
+    parallel_for(0, M, block, [&](int64_t r0, int64_t r1) {
+      Bf16Operand rows = ai;
+      rows.m.data = static_cast<const uint16_t*>(ai.m.data) + (ai.m.col_major ? r0 : r0 * ai.m.ld);
+      gemm_bf16(r1 - r0, rows, packed, ci + r0 * N, N, beta != 0);
+    });
+  };
+  const int64_t work = M * N * K;
+  if (batch > 1 && work < kBatchParallelWork) {
+    parallel_for(0, batch, std::max<int64_t>(1, kBatchGrainWork / work), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) item(i, false);
+    });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) item(i, true);
+  }
+  copy(out, c);
+}
+
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   LOOM_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got ",
              shape_str(a.sizes()), " @ ", shape_str(b.sizes()), " into ", shape_str(out.sizes()));
@@ -174,6 +225,7 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   }
   dispatch_floating(a.dtype(), "bmm", [&]<typename T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) bmm_native<T>(out, a, b, beta);
+    else if constexpr (std::is_same_v<T, BFloat16>) bmm_bf16(out, a, b, beta);
     else bmm_via_float(out, a, b, beta);
   });
 }

@@ -13,11 +13,21 @@
 // over a run of units]), with Eigen's vectorised activations. Lengths, directions, biases
 // and the reserve follow Note [recurrent layer rules] (kernels/rnn_rules.h), which also
 // holds the GEMMs around the sweep, shared with the CUDA kernels.
+//
+// Note [16-bit recurrent layers on the CPU]
+// A bfloat16 or float16 layer (autocast's, kernels/autocast_policy.h) runs the float32
+// sweep on its inputs widened to float32 (exact) and rounds y, h_n and c_n (and in
+// backward each gradient) back once: the gate math and the cell state stay float32, as
+// the issue of mixed precision and oneDNN's bfloat16 LSTM have them. For bfloat16 every
+// GEMM is the bfloat16 GEMM (Note [bfloat16 GEMM]): its operands (x, h, the gate
+// gradients, the weights) are rounded to bfloat16, the sums are float32, and W_hh is
+// packed once per sweep, not per step. float16 keeps float32 GEMMs (correct, not fast).
 #include <algorithm>
 #include <cstring>
 
 #include "core/factories.h"
 #include "kernels/cpu/denormals.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/backend.h"
@@ -39,6 +49,54 @@ void mm_flush_denormals(const Tensor& out, const Tensor& a, const Tensor& b) {
     const cpu::FlushDenormalsGuard ftz;
     mm(out.narrow(0, r0, r1 - r0), a.narrow(0, r0, r1 - r0), b, 0);
   });
+}
+
+// How a layer's GEMMs multiply (Note [16-bit recurrent layers on the CPU]).
+enum class Gemms { Native, BFloat16 };
+
+// A 2-D float32 tensor with one unit-stride dim as an operand of the bfloat16 GEMM.
+cpu::Bf16Operand bf16_operand(const Tensor& t) {
+  const bool row_major = t.stride(1) == 1 || t.size(1) == 1;
+  LOOM_CHECK(row_major || t.stride(0) == 1 || t.size(0) == 1, ValueError,
+             "rnn: internal: a GEMM operand of shape ", shape_str(t.sizes()), " has no unit stride");
+  const int64_t ld = row_major ? (t.size(0) == 1 ? t.size(1) : t.stride(0)) : (t.size(1) == 1 ? t.size(0) : t.stride(1));
+  return {cpu::MatrixRef{t.data(), ld, !row_major}, t.dtype()};
+}
+
+cpu::PackedBf16B pack_bf16(const Tensor& b) {
+  cpu::PackedBf16B packed;
+  cpu::pack_bf16_b(bf16_operand(b), b.size(0), b.size(1), packed);
+  return packed;
+}
+
+// out (M, N) (+)= a (M, K) · B on the bfloat16 GEMM, out float32 with unit column stride.
+void mm_bf16(const Tensor& out, const Tensor& a, const cpu::PackedBf16B& b, bool accumulate) {
+  cpu::gemm_bf16(out.size(0), bf16_operand(a), b, out.data_ptr<float>(), out.stride(0), accumulate);
+}
+
+// out (M, N) = a (M, K) · b (K, N) on the bfloat16 GEMM, b packed once and the rows of out
+// split across the threads.
+void mm_bf16_threads(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const cpu::PackedBf16B packed = pack_bf16(b);
+  const int64_t M = out.size(0);
+  const int64_t n = get_num_threads();
+  parallel_for(0, M, std::max<int64_t>(1, (M + n - 1) / n), [&](int64_t r0, int64_t r1) {
+    mm_bf16(out.narrow(0, r0, r1 - r0), a.narrow(0, r0, r1 - r0), packed, false);
+  });
+}
+
+// t in dtype d (a copy; undefined stays undefined).
+Tensor in_dtype(const Tensor& t, DType d) {
+  if (!t.defined() || t.dtype() == d) return t;
+  Tensor out = empty(t.sizes(), t.options().dtype(d));
+  copy(out, t);
+  return out;
+}
+
+RNNLayerInput widened(const RNNLayerInput& in) {
+  RNNLayerInput f = in;
+  for (Tensor* t : {&f.x, &f.h0, &f.c0, &f.w_ih, &f.w_hh, &f.b_ih, &f.b_hh}) *t = in_dtype(*t, kFloat32);
+  return f;
 }
 
 // Adds bias (N) to every row of the contiguous (M, N) matrix x.
@@ -74,19 +132,24 @@ int64_t rows_per_thread(int64_t B, int64_t work_per_row) {
 using Dims3 = RNNLayerDims;
 
 template <typename S>
-RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
+RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d, Gemms gemms) {
   const auto [T, B, I, H, G] = d;
   const int64_t GH = G * H;
   const TensorOptions opt = in.x.options();
   const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
   const bool relu = in.mode == RNNMode::RNN_RELU;
-  RNNLayerOutput out = rnn_rules::begin_forward(in, [](const Tensor& x, const Tensor& bias) {
-    add_rows(x.data_ptr<S>(), bias.data_ptr<S>(), x.size(0), x.size(1));
-  });  // the input projection is in the gates
+  const bool bf16 = gemms == Gemms::BFloat16;
+  RNNLayerOutput out = rnn_rules::begin_forward(
+      in, [](const Tensor& x, const Tensor& bias) { add_rows(x.data_ptr<S>(), bias.data_ptr<S>(), x.size(0), x.size(1)); },
+      [bf16](const Tensor& o, const Tensor& a, const Tensor& b) {
+        if (bf16) mm_bf16_threads(o, a, b);
+        else mm(o, a, b, 0);
+      });  // the input projection is in the gates
   const RNNReserve& r = out.reserve;
   const Tensor b_hh = rnn_rules::recurrent_bias(in);
   const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
   const Tensor w_hh_t = in.w_hh.t();  // (H, G·H)
+  const cpu::PackedBf16B w_hh_t_packed = bf16 ? pack_bf16(w_hh_t) : cpu::PackedBf16B();
   S* hv = out.h_n.data_ptr<S>();      // (B, H) running state
   S* cv = lstm ? out.c_n.data_ptr<S>() : nullptr;
 
@@ -103,8 +166,11 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
       std::memcpy(hp_rows, hv + b0 * H, size_t(nb * H) * sizeof(S));
       Tensor g_t = r.gates.select(0, t).narrow(0, b0, nb);  // (nb, G·H)
       if (gru) {
-        mm(gh, hp, w_hh_t, 0);
+        if (bf16) mm_bf16(gh, hp, w_hh_t_packed, false);
+        else mm(gh, hp, w_hh_t, 0);
         if (b_hh.defined()) add_rows(gh.data_ptr<S>(), b_hh.data_ptr<S>(), nb, GH);
+      } else if (bf16) {
+        mm_bf16(g_t, hp, w_hh_t_packed, true);
       } else {
         mm(g_t, hp, w_hh_t, 1);  // gates (nb, G·H) += h (nb, H) · W_hh^T (H, G·H)
       }
@@ -140,7 +206,7 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d) {
 
 template <typename S>
 RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const Tensor& dy_in,
-                            const Tensor& dh_n, const Tensor& dc_n, const Dims3& d) {
+                            const Tensor& dh_n, const Tensor& dc_n, const Dims3& d, Gemms gemms) {
   const auto [T, B, I, H, G] = d;
   const int64_t GH = G * H;
   const TensorOptions opt = in.x.options();
@@ -148,6 +214,8 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   const bool relu = in.mode == RNNMode::RNN_RELU;
   const rnn_rules::BackwardState st = rnn_rules::begin_backward(in, dy_in, dh_n, dc_n);
   const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
+  const bool bf16 = gemms == Gemms::BFloat16;
+  const cpu::PackedBf16B w_hh_packed = bf16 ? pack_bf16(in.w_hh) : cpu::PackedBf16B();
 
   // As in forward, each thread sweeps the whole sequence for its slice of rows.
   parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
@@ -201,7 +269,8 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
         }
       }
       // dh_prev (nb, H) = dGh[t] (nb, G·H) · W_hh (G·H, H); skipped rows keep their dh.
-      mm(dh_rec, st.dGh.select(0, t).narrow(0, b0, nb), in.w_hh, 0);
+      if (bf16) mm_bf16(dh_rec, st.dGh.select(0, t).narrow(0, b0, nb), w_hh_packed, false);
+      else mm(dh_rec, st.dGh.select(0, t).narrow(0, b0, nb), in.w_hh, 0);
       const S* rec = dh_rec.data_ptr<S>();
       for (int64_t b = b0; b < b1; ++b) {
         if (!lengths.valid(b, t)) continue;
@@ -210,6 +279,7 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
       }
     }
   });
+  if (bf16) return rnn_rules::finish_backward(in, r, st, mm_bf16_threads);
   return rnn_rules::finish_backward(in, r, st, mm_flush_denormals);
 }
 
@@ -218,28 +288,40 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
 namespace cpu {
 namespace {
 
-// The router has checked the layer (kernels/rnn_layer_check.h); the CPU kernels run the
-// two types they are written for.
-Dims3 cpu_layer_dims(const RNNLayerInput& in) {
-  LOOM_CHECK(in.x.dtype() == kFloat32 || in.x.dtype() == kFloat64, DTypeError,
-             "rnn: the CPU kernels support float32 and float64, got ", dtype_name(in.x.dtype()));
-  return rnn_layer_dims(in);
-}
+// The router has checked the layer (kernels/rnn_layer_check.h).
+bool is_16_bit(DType d) { return d == kBFloat16 || d == kFloat16; }
+
+Gemms gemms_of(DType d) { return d == kBFloat16 ? Gemms::BFloat16 : Gemms::Native; }
 
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
-  const Dims3 d = cpu_layer_dims(in);
-  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerOutput {
-    if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) return forward_impl<S>(in, d);
+  const Dims3 d = rnn_layer_dims(in);
+  const DType dtype = in.x.dtype();
+  if (is_16_bit(dtype)) {  // Note [16-bit recurrent layers on the CPU]
+    RNNLayerOutput out = forward_impl<float>(widened(in), d, gemms_of(dtype));
+    out.y = in_dtype(out.y, dtype);
+    out.h_n = in_dtype(out.h_n, dtype);
+    out.c_n = in_dtype(out.c_n, dtype);
+    return out;  // the reserve stays float32
+  }
+  return dispatch_floating(dtype, "rnn", [&]<typename S>() -> RNNLayerOutput {
+    if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) return forward_impl<S>(in, d, Gemms::Native);
     else throw DTypeError("rnn: unsupported dtype");
   });
 }
 
 RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& reserve, const Tensor& dy,
                                  const Tensor& dh_n, const Tensor& dc_n) {
-  const Dims3 d = cpu_layer_dims(in);
-  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename S>() -> RNNLayerGrads {
+  const Dims3 d = rnn_layer_dims(in);
+  const DType dtype = in.x.dtype();
+  if (is_16_bit(dtype)) {
+    RNNLayerGrads g = backward_impl<float>(widened(in), reserve, in_dtype(dy, kFloat32), in_dtype(dh_n, kFloat32),
+                                           in_dtype(dc_n, kFloat32), d, gemms_of(dtype));
+    for (Tensor* t : {&g.dx, &g.dh0, &g.dc0, &g.dw_ih, &g.dw_hh, &g.db_ih, &g.db_hh}) *t = in_dtype(*t, dtype);
+    return g;
+  }
+  return dispatch_floating(dtype, "rnn", [&]<typename S>() -> RNNLayerGrads {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>)
-      return backward_impl<S>(in, reserve, dy, dh_n, dc_n, d);
+      return backward_impl<S>(in, reserve, dy, dh_n, dc_n, d, Gemms::Native);
     else throw DTypeError("rnn: unsupported dtype");
   });
 }

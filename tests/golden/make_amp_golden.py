@@ -77,6 +77,24 @@ def autocast_cpu():
         "max(bf16)": lambda: xb.max(),
         "var(bf16)": lambda: xb.var(1),
     }
+    # The recurrent layers and cells: (T 4, B 1, I 6) through hidden size 5.
+    seq = x.unsqueeze(1)
+    lstm, gru = torch.nn.LSTM(6, 5), torch.nn.GRU(6, 5)
+    rnn_tanh, rnn_relu = torch.nn.RNN(6, 5), torch.nn.RNN(6, 5, nonlinearity="relu")
+    lstm_cell, gru_cell, rnn_cell = torch.nn.LSTMCell(6, 5), torch.nn.GRUCell(6, 5), torch.nn.RNNCell(6, 5)
+    cases.update({
+        "lstm(f32)": lambda: lstm(seq)[0],
+        "lstm_c_n(f32)": lambda: lstm(seq)[1][1],
+        "rnn_tanh(f32)": lambda: rnn_tanh(seq)[0],
+        "rnn_relu(f32)": lambda: rnn_relu(seq)[0],
+        "gru(f32)": lambda: gru(seq)[0],
+        "gru(bf16)": lambda: gru(seq.bfloat16())[0],
+        "lstm_cell(f32)": lambda: lstm_cell(x)[0],
+        "lstm_cell(bf16)": lambda: lstm_cell(xb)[1],
+        "gru_cell(f32)": lambda: gru_cell(x),
+        "gru_cell(bf16)": lambda: gru_cell(xb),
+        "rnn_cell(f32)": lambda: rnn_cell(x),
+    })
     ops = {}
     with torch.autocast("cpu", dtype=bf16):
         for name, f in cases.items():
