@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "kernels/cpu/gemm_bf16_operand.h"
 
 namespace loom::kernels::cpu {
@@ -42,17 +42,36 @@ void force_bf16_gemm_kernel(std::optional<Bf16GemmKernel> k) {
   forced_kernel.store(k ? int(*k) : kNotForced, std::memory_order_relaxed);
 }
 
+// B's elements at which packing is split across the threads.
+constexpr int64_t kParallelPackElements = int64_t(1) << 18;
+
 void pack_bf16_b(const Bf16Operand& b, int64_t K, int64_t N, PackedBf16B& p) {
   p.K = K;
   p.N = N;
   p.kernel = bf16_gemm_kernel();
+  const bool threads = K * N >= kParallelPackElements && !in_parallel_region();
   if (p.kernel == Bf16GemmKernel::Avx512Bf16) {
-    p.pairs.resize(size_t((K + 1) / 2 * ((N + 31) / 32) * 32));
-    pack_bf16_pairs_avx512bf16(b, K, N, p.pairs.data());
+    // Panels of columns are independent: each thread packs a run of them, from its slice
+    // of B's columns into its run of panels.
+    const int64_t Kp = (K + 1) / 2, panels = (N + 31) / 32;
+    uint32_t* out = p.pairs.reserve(size_t(Kp * panels * 32));
+    auto pack_panels = [&](int64_t j0, int64_t j1) {
+      thread_local GrowingBuffer<uint32_t> column;  // each thread's own
+      Bf16Operand slice = b;
+      const int64_t n0 = j0 * 32, elem = b.dtype == DType::BFloat16 ? 2 : 4;
+      slice.m.data = static_cast<const char*>(b.m.data) + (b.m.col_major ? n0 * b.m.ld : n0) * elem;
+      pack_bf16_pairs_avx512bf16(slice, K, std::min(N, j1 * 32) - n0, out + j0 * Kp * 32, column.reserve(size_t(K / 2 + 1)));
+    };
+    if (threads) parallel_for(0, panels, std::max<int64_t>(1, (panels + get_num_threads() - 1) / get_num_threads()), pack_panels);
+    else pack_panels(0, panels);
   } else {
-    p.widened.resize(size_t(K * N));
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) p.widened[size_t(k * N + n)] = bf16_to_float(operand_bits(b, k, n));
+    float* widened = p.widened.reserve(size_t(K * N));
+    auto widen_rows = [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k)
+        for (int64_t n = 0; n < N; ++n) widened[k * N + n] = bf16_to_float(operand_bits(b, k, n));
+    };
+    if (threads) parallel_for(0, K, std::max<int64_t>(1, (K + get_num_threads() - 1) / get_num_threads()), widen_rows);
+    else widen_rows(0, K);
   }
 }
 
@@ -64,19 +83,20 @@ void gemm_bf16(int64_t M, const Bf16Operand& a, const PackedBf16B& b, float* c, 
     return;
   }
   if (b.kernel == Bf16GemmKernel::Avx512Bf16) {
-    gemm_bf16_avx512bf16(M, a, b.pairs.data(), b.K, b.N, c, ldc, accumulate);
+    thread_local GrowingBuffer<uint32_t> a_block;
+    gemm_bf16_avx512bf16(M, a, b.pairs.data(), b.K, b.N, c, ldc, accumulate, a_block.reserve(kBf16PackABlock));
     return;
   }
   // float32: A rounded to bfloat16 and widened, then the float32 GEMM.
-  thread_local std::vector<float> widened_a;
-  widened_a.resize(size_t(M * b.K));
+  thread_local GrowingBuffer<float> widened_a_buffer;
+  float* widened_a = widened_a_buffer.reserve(size_t(M * b.K));
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < b.K; ++k) widened_a[size_t(m * b.K + k)] = bf16_to_float(operand_bits(a, m, k));
+    for (int64_t k = 0; k < b.K; ++k) widened_a[m * b.K + k] = bf16_to_float(operand_bits(a, m, k));
   GemmArgs g;
   g.M = M;
   g.N = b.N;
   g.K = b.K;
-  g.a = MatrixRef{widened_a.data(), b.K, false};
+  g.a = MatrixRef{widened_a, b.K, false};
   g.b = MatrixRef{b.widened.data(), b.N, false};
   g.c = c;
   g.ldc = ldc;

@@ -19,9 +19,10 @@
 // AMX kernel is the candidate to measure there.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
-#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/gemm.h"
@@ -44,15 +45,34 @@ struct Bf16Operand {
   DType dtype = DType::BFloat16;
 };
 
+// Uninitialised storage that only grows: packing into it again at a recurring size
+// allocates nothing (fresh pages cost as much as the packing itself).
+template <typename T>
+class GrowingBuffer {
+ public:
+  T* reserve(size_t n) {
+    if (n > capacity_) {
+      data_.reset(new T[n]);
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+  const T* data() const { return data_.get(); }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t capacity_ = 0;
+};
+
 // B (K, N), packed for the kernel that was in use when it was packed.
 struct PackedBf16B {
   int64_t K = 0, N = 0;
   Bf16GemmKernel kernel = Bf16GemmKernel::Float32;
-  std::vector<uint32_t> pairs;  // avx512_bf16: panels of 32 columns x ceil(K/2) pairs
-  std::vector<float> widened;   // float32: (K, N) row-major, values rounded to bfloat16
+  GrowingBuffer<uint32_t> pairs;  // avx512_bf16: panels of 32 columns x ceil(K/2) pairs
+  GrowingBuffer<float> widened;   // float32: (K, N) row-major, values rounded to bfloat16
 };
 
-// Packs B into `out`, reusing its memory (fresh pages cost as much as the packing).
+// Packs B into `out`, reusing its memory.
 void pack_bf16_b(const Bf16Operand& b, int64_t K, int64_t N, PackedBf16B& out);
 
 // C (M, N), row-major with row stride ldc, = A (M, K) · B, or += when accumulate. On the
@@ -60,8 +80,12 @@ void pack_bf16_b(const Bf16Operand& b, int64_t K, int64_t N, PackedBf16B& out);
 void gemm_bf16(int64_t M, const Bf16Operand& a, const PackedBf16B& b, float* c, int64_t ldc, bool accumulate);
 
 // The avx512_bf16 kernel's halves (gemm_bf16_avx512bf16.cpp; CPUs with AVX512-BF16 only).
-void pack_bf16_pairs_avx512bf16(const Bf16Operand& b, int64_t K, int64_t N, uint32_t* out);
+// Their scratch memory comes from the caller: that file holds no inline code of others
+// (std containers included) that the linker could pick over a baseline copy.
+constexpr int64_t kBf16PackABlock = 192 * 512;  // uint32 of gemm_bf16_avx512bf16's scratch
+void pack_bf16_pairs_avx512bf16(const Bf16Operand& b, int64_t K, int64_t N, uint32_t* out,
+                                uint32_t* scratch /* K / 2 */);
 void gemm_bf16_avx512bf16(int64_t M, const Bf16Operand& a, const uint32_t* b_pairs, int64_t K, int64_t N, float* c,
-                          int64_t ldc, bool accumulate);
+                          int64_t ldc, bool accumulate, uint32_t* scratch /* kBf16PackABlock */);
 
 }  // namespace loom::kernels::cpu

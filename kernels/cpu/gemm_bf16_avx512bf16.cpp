@@ -3,7 +3,6 @@
 // cpu_has_avx512_bf16().
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #if defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -22,6 +21,7 @@ constexpr int kTileRows = 12;      // rows of a C tile: 24 accumulators + 2 B + 
 // streams from L2 well (measured: 1024³ 12 ms at 512, 19 ms at 128, one thread).
 constexpr int64_t kBlockPairs = 512;
 constexpr int64_t kBlockRows = 16 * kTileRows;  // rows of A per packed block (384 KiB, in L2)
+static_assert(kBlockRows * kBlockPairs == kBf16PackABlock);
 
 // The (x[k][i], x[k+1][i]) pairs for i = i0 .. i0+15 (lanes off in `mask` are zero), where
 // x[k][i] is at data[k·ld + i]: B's pairs when B is row-major, A's when A is column-major.
@@ -47,6 +47,7 @@ inline uint32_t pair_at(const Bf16Operand& op, int64_t rows, int64_t cols, int64
 
 // Pairs p0 .. p0+n-1 of row m of a row-major A, all inside K, into out[0 .. n).
 inline void row_pairs(const Bf16Operand& a, int64_t m, int64_t p0, int64_t n, uint32_t* out) {
+  if (n <= 0) return;
   if (a.dtype == DType::BFloat16) {
     const uint16_t* row = static_cast<const uint16_t*>(a.m.data) + m * a.m.ld + 2 * p0;
     std::memcpy(out, row, size_t(n) * sizeof(uint32_t));  // adjacent bfloat16 are a pair already
@@ -134,20 +135,18 @@ constexpr TileFn kTiles[kTileRows + 1] = {nullptr,  &tile<1>, &tile<2>,  &tile<3
 
 }  // namespace
 
-void pack_bf16_pairs_avx512bf16(const Bf16Operand& b, int64_t K, int64_t N, uint32_t* out) {
+void pack_bf16_pairs_avx512bf16(const Bf16Operand& b, int64_t K, int64_t N, uint32_t* out, uint32_t* column) {
   const int64_t Kp = (K + 1) / 2, panels = (N + kPanel - 1) / kPanel;
   if (b.m.col_major) {
     // Column n of B is row n of a row-major B^T, whose adjacent elements are B's pairs.
     const Bf16Operand bt{MatrixRef{b.m.data, b.m.ld, false}, b.dtype};
     const int64_t full = K / 2;
-    thread_local std::vector<uint32_t> column;
-    column.resize(size_t(full));
     for (int64_t j = 0; j < panels; ++j) {
       uint32_t* panel = out + j * Kp * kPanel;
       for (int64_t n = 0; n < kPanel; ++n) {
         const int64_t col = j * kPanel + n;
-        if (col < N) row_pairs(bt, col, 0, full, column.data());
-        for (int64_t p = 0; p < full; ++p) panel[p * kPanel + n] = col < N ? column[size_t(p)] : 0;
+        if (col < N) row_pairs(bt, col, 0, full, column);
+        for (int64_t p = 0; p < full; ++p) panel[p * kPanel + n] = col < N ? column[p] : 0;
         if (full < Kp) panel[full * kPanel + n] = pair_at(b, K, N, 2 * full, col, true);
       }
     }
@@ -170,22 +169,20 @@ void pack_bf16_pairs_avx512bf16(const Bf16Operand& b, int64_t K, int64_t N, uint
 }
 
 void gemm_bf16_avx512bf16(int64_t M, const Bf16Operand& a, const uint32_t* b_pairs, int64_t K, int64_t N, float* c,
-                          int64_t ldc, bool accumulate) {
+                          int64_t ldc, bool accumulate, uint32_t* a_block) {
   const int64_t Kp = (K + 1) / 2, panels = (N + kPanel - 1) / kPanel;
-  thread_local std::vector<uint32_t> a_block;
-  a_block.resize(size_t(kBlockRows * kBlockPairs));
   for (int64_t p0 = 0; p0 < Kp; p0 += kBlockPairs) {
     const int64_t kcp = std::min(kBlockPairs, Kp - p0);
     for (int64_t m0 = 0; m0 < M; m0 += kBlockRows) {
       const int64_t mc = std::min(kBlockRows, M - m0);
-      pack_a_block(a, M, K, m0, mc, p0, kcp, a_block.data());
+      pack_a_block(a, M, K, m0, mc, p0, kcp, a_block);
       for (int64_t j = 0; j < panels; ++j) {
         const uint32_t* b = b_pairs + (j * Kp + p0) * kPanel;
         const int64_t ncols = std::min(kPanel, N - j * kPanel);
         for (int64_t g = 0; g * kTileRows < mc; ++g) {
           const int64_t R = std::min<int64_t>(kTileRows, mc - g * kTileRows);
           float* ct = c + (m0 + g * kTileRows) * ldc + j * kPanel;
-          kTiles[R](a_block.data() + g * kTileRows * kcp, b, kcp, ct, ldc, ncols, accumulate || p0 > 0);
+          kTiles[R](a_block + g * kTileRows * kcp, b, kcp, ct, ldc, ncols, accumulate || p0 > 0);
         }
       }
     }
@@ -194,8 +191,9 @@ void gemm_bf16_avx512bf16(int64_t M, const Bf16Operand& a, const uint32_t* b_pai
 
 #else  // a compiler or target without AVX512-BF16: never called (cpu_has_avx512_bf16 is false)
 
-void pack_bf16_pairs_avx512bf16(const Bf16Operand&, int64_t, int64_t, uint32_t*) {}
-void gemm_bf16_avx512bf16(int64_t, const Bf16Operand&, const uint32_t*, int64_t, int64_t, float*, int64_t, bool) {}
+void pack_bf16_pairs_avx512bf16(const Bf16Operand&, int64_t, int64_t, uint32_t*, uint32_t*) {}
+void gemm_bf16_avx512bf16(int64_t, const Bf16Operand&, const uint32_t*, int64_t, int64_t, float*, int64_t, bool,
+                          uint32_t*) {}
 
 #endif
 

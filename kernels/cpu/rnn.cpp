@@ -63,10 +63,11 @@ cpu::Bf16Operand bf16_operand(const Tensor& t) {
   return {cpu::MatrixRef{t.data(), ld, !row_major}, t.dtype()};
 }
 
-cpu::PackedBf16B pack_bf16(const Tensor& b) {
-  cpu::PackedBf16B packed;
-  cpu::pack_bf16_b(bf16_operand(b), b.size(0), b.size(1), packed);
-  return packed;
+// b packed into `into` (a caller's thread_local, so that a training step's packs recur in
+// the same memory).
+const cpu::PackedBf16B& pack_bf16(const Tensor& b, cpu::PackedBf16B& into) {
+  cpu::pack_bf16_b(bf16_operand(b), b.size(0), b.size(1), into);
+  return into;
 }
 
 // out (M, N) (+)= a (M, K) · B on the bfloat16 GEMM, out float32 with unit column stride.
@@ -77,13 +78,49 @@ void mm_bf16(const Tensor& out, const Tensor& a, const cpu::PackedBf16B& b, bool
 // out (M, N) = a (M, K) · b (K, N) on the bfloat16 GEMM, b packed once and the rows of out
 // split across the threads.
 void mm_bf16_threads(const Tensor& out, const Tensor& a, const Tensor& b) {
-  const cpu::PackedBf16B packed = pack_bf16(b);
+  thread_local cpu::PackedBf16B reused;
+  const cpu::PackedBf16B& packed = pack_bf16(b, reused);  // a reference: workers read this thread's
   const int64_t M = out.size(0);
   const int64_t n = get_num_threads();
   parallel_for(0, M, std::max<int64_t>(1, (M + n - 1) / n), [&](int64_t r0, int64_t r1) {
     mm_bf16(out.narrow(0, r0, r1 - r0), a.narrow(0, r0, r1 - r0), packed, false);
   });
 }
+
+// Backward's three large products on the bfloat16 GEMM. A weight gradient dW = dG^T · X
+// (dG^T: a column-major A of T·B columns) runs as dW^T = X^T · dG, so that dG is packed as
+// B, its rows in order and split across the threads, once for both dW_ih and dW_hh (LSTM
+// and RNN multiply the same dG); dW^T is then copied into dW transposed. Lives for one
+// backward: dG does not change while it does.
+class Bf16BackwardProducts {
+ public:
+  explicit Bf16BackwardProducts(cpu::PackedBf16B& storage) : packed_(storage) {}
+
+  void operator()(const Tensor& out, const Tensor& a, const Tensor& b) const {
+    if (a.stride(0) != 1 || a.size(1) == 1) {  // a row-major A: as it is
+      mm_bf16_threads(out, a, b);
+      return;
+    }
+    const Tensor a_t = a.t();  // (K, M) row-major
+    if (packed_from_ != a_t.data() || packed_sizes_ != a_t.sizes()) {
+      pack_bf16(a_t, packed_);
+      packed_from_ = a_t.data();
+      packed_sizes_ = a_t.sizes();
+    }
+    const Tensor b_t = b.t();                                        // (N, K)
+    Tensor out_t = empty({out.size(1), out.size(0)}, out.options());  // (N, M) = b^T · a^T
+    const int64_t N = out_t.size(0), n = get_num_threads();
+    parallel_for(0, N, std::max<int64_t>(1, (N + n - 1) / n), [&](int64_t r0, int64_t r1) {
+      mm_bf16(out_t.narrow(0, r0, r1 - r0), b_t.narrow(0, r0, r1 - r0), packed_, false);
+    });
+    copy(out, out_t.t());
+  }
+
+ private:
+  cpu::PackedBf16B& packed_;
+  mutable const void* packed_from_ = nullptr;
+  mutable Shape packed_sizes_;
+};
 
 // t in dtype d (a copy; undefined stays undefined).
 Tensor in_dtype(const Tensor& t, DType d) {
@@ -149,7 +186,8 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d, Gemms gemms
   const Tensor b_hh = rnn_rules::recurrent_bias(in);
   const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
   const Tensor w_hh_t = in.w_hh.t();  // (H, G·H)
-  const cpu::PackedBf16B w_hh_t_packed = bf16 ? pack_bf16(w_hh_t) : cpu::PackedBf16B();
+  thread_local cpu::PackedBf16B reused;
+  const cpu::PackedBf16B& w_hh_t_packed = bf16 ? pack_bf16(w_hh_t, reused) : reused;  // read by every worker
   S* hv = out.h_n.data_ptr<S>();      // (B, H) running state
   S* cv = lstm ? out.c_n.data_ptr<S>() : nullptr;
 
@@ -215,7 +253,8 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   const rnn_rules::BackwardState st = rnn_rules::begin_backward(in, dy_in, dh_n, dc_n);
   const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
   const bool bf16 = gemms == Gemms::BFloat16;
-  const cpu::PackedBf16B w_hh_packed = bf16 ? pack_bf16(in.w_hh) : cpu::PackedBf16B();
+  thread_local cpu::PackedBf16B reused;
+  const cpu::PackedBf16B& w_hh_packed = bf16 ? pack_bf16(in.w_hh, reused) : reused;  // read by every worker
 
   // As in forward, each thread sweeps the whole sequence for its slice of rows.
   parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
@@ -279,7 +318,10 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
       }
     }
   });
-  if (bf16) return rnn_rules::finish_backward(in, r, st, mm_bf16_threads);
+  if (bf16) {
+    thread_local cpu::PackedBf16B storage;  // dG's pack, its memory reused by the next backward
+    return rnn_rules::finish_backward(in, r, st, Bf16BackwardProducts(storage));
+  }
   return rnn_rules::finish_backward(in, r, st, mm_flush_denormals);
 }
 
