@@ -1,5 +1,6 @@
 #include "distributed/process_group_gloo.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -166,10 +167,21 @@ struct ProcessGroupGloo::Impl {
   }
 };
 
+// Gloo's TCP transport writes to its peers' sockets without MSG_NOSIGNAL, so a peer that
+// died would kill this rank with SIGPIPE (exit 141) before the failure could be reported
+// (and before loomrun saw the rank that failed first). Like Python, which every torchrun
+// rank runs under, a process with the default SIGPIPE action ignores it from here on: the
+// write fails with EPIPE and Gloo raises an error instead. A handler the program set stays.
+static void ignore_sigpipe_unless_handled() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+}
+
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TCPStore> store, int rank, int size,
                                    ProcessGroupGlooOptions options)
     : ProcessGroup(rank, size, kCPU), impl_(std::make_unique<Impl>()) {
   LOOM_CHECK(store != nullptr, ValueError, "ProcessGroupGloo: no store");
+  ignore_sigpipe_unless_handled();
   impl_->store = std::move(store);
   impl_->timeout = options.timeout_;
   impl_->size = size;
