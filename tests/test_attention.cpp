@@ -107,21 +107,34 @@ void require_close(const Result& fused, const Result& ref) {
   require_close(fused.dv, ref.dv, 1e-5, 1e-4, "dv");
 }
 
-void check_fused_matches_reference(const Case& c) {
-  INFO(describe(c));
-  const Tensor q = random_nonzero(cat(c.batch, {c.L, c.E})), k = random_nonzero(cat(c.batch, {c.S, c.E})),
-               v = random_nonzero(cat(c.batch, {c.S, c.Ev})), gy = random_nonzero(cat(c.batch, {c.L, c.Ev}));
-  const Tensor mask = make_mask(c, kFloat32);
+// The fused path against the composition for one case in dtype: float32 to require_close's
+// tolerances; 16-bit operands (Note [16-bit attention on the CPU]: the fused kernel runs them
+// in float32) against the float32 composition on the same values, to 2 ulps of the dtype
+// (the outputs' one rounding, and the backward reading the rounded output).
+void check_fused_matches_reference(const Case& c, DType dtype = kFloat32) {
+  INFO(describe(c) << " in " << dtype_name(dtype));
+  auto make = [&](const Shape& s) { return random_nonzero(s).to(dtype); };
+  const Tensor q = make(cat(c.batch, {c.L, c.E})), k = make(cat(c.batch, {c.S, c.E})),
+               v = make(cat(c.batch, {c.S, c.Ev})), gy = make(cat(c.batch, {c.L, c.Ev}));
+  const Tensor mask = make_mask(c, dtype);
   const bool causal = c.mask == MaskKind::Causal;
   const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     Tensor out = F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal);
     REQUIRE(ran_fused(out));
+    CHECK(out.dtype() == dtype);
     return out;
   });
-  const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-    return F::detail::sdpa_reference(a, b, d, mask, 0.0, causal, std::nullopt);
+  auto f32 = [](const Tensor& t) { return t.defined() && t.dtype() != kBool ? t.to(kFloat32) : t; };
+  const Result ref = run(f32(q), f32(k), f32(v), f32(gy), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    return F::detail::sdpa_reference(a, b, d, f32(mask), 0.0, causal, std::nullopt);
   });
-  require_close(fused, ref);
+  if (dtype == kFloat32) return require_close(fused, ref);
+  for (const Tensor* g : {&fused.dq, &fused.dk, &fused.dv}) CHECK(g->dtype() == dtype);
+  const double tol = dtype == kBFloat16 ? 1.6e-2 : 2e-3;
+  require_close(f32(fused.out), ref.out, tol, tol, "out");
+  require_close(f32(fused.dq), ref.dq, tol, tol, "dq");
+  require_close(f32(fused.dk), ref.dk, tol, tol, "dk");
+  require_close(f32(fused.dv), ref.dv, tol, tol, "dv");
 }
 
 }  // namespace
@@ -316,6 +329,18 @@ TEST_CASE("sdpa under CPU autocast runs in bfloat16", "[attention]") {
   const Tensor out = F::scaled_dot_product_attention(q, k, v, mask);
   CHECK(out.dtype() == kBFloat16);
   require_close(out.to(kFloat32), expected, 5e-2, 5e-2, "bfloat16 out");
+}
+
+TEST_CASE("sdpa fused kernel takes bfloat16 and float16 operands", "[attention]") {
+  manual_seed(7);
+  const std::vector<Case> cases = {
+      {{2, 3}, 37, 133, 16, 9, MaskKind::None},
+      {{2, 2}, 21, 65, 3, 5, MaskKind::BoolB11S},  // a broadcast bias, widened as one row
+      {{2, 2}, 17, 66, 64, 64, MaskKind::FloatBHLS, true},
+      {{2, 2}, 40, 70, 16, 8, MaskKind::Causal},
+  };
+  for (DType dtype : {kBFloat16, kFloat16})
+    for (const Case& c : cases) check_fused_matches_reference(c, dtype);
 }
 
 TEST_CASE("sdpa rejects bad arguments with typed errors", "[attention]") {

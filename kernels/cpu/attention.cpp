@@ -18,10 +18,20 @@
 // its own; dq rows are shared by the runs of one n, so when n is split in runs (N is
 // below 2 × the threads) every run but the first adds into its own (L, E) buffer, which is
 // summed into dq after.
+//
+// Note [16-bit attention on the CPU]
+// bfloat16 and float16 operands (CPU autocast runs the op in bfloat16, as PyTorch lists it)
+// are widened to float32 once, the float32 kernel runs on them, and the outputs are rounded
+// once: like PyTorch's CPU flash attention, the sums, the softmax and lse stay float32. The
+// widening is a few per cent of the op (q, k, v are read once, the GEMMs many times) and
+// replaces the composition of 16-bit ops the op fell back to, whose max, masked_fill and
+// softmax passes each read the whole (L, S) matrix. A broadcast bias dim (stride 0) is
+// widened as one row, not materialised.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
+#include "core/factories.h"
 #include "core/parallel.h"
 #include "kernels/attention_math.h"
 #include "kernels/cpu/backend.h"
@@ -250,6 +260,26 @@ void dispatch_attention(DType dtype, const char* op, F&& fn) {
   else fn.template operator()<double>();
 }
 
+bool is_16bit(DType d) { return d == kBFloat16 || d == kFloat16; }
+
+// t's values as float32, with t's sizes; a dim of stride 0 (broadcast) keeps stride 0, so
+// it is converted once rather than per index.
+Tensor widened(const Tensor& t) {
+  if (!t.defined() || !is_16bit(t.dtype())) return t;
+  Shape compact = t.sizes();
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) == 0) compact[d] = 1;
+  Tensor w = empty(compact, t.options().dtype(kFloat32));
+  copy(w, alias_with(t, compact, t.strides(), t.storage_offset()));
+  Shape strides = w.strides();
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) == 0) strides[d] = 0;
+  return alias_with(w, t.sizes(), strides, 0);
+}
+
+// A float32 buffer for a 16-bit output t (t itself otherwise).
+Tensor float_output(const Tensor& t) { return is_16bit(t.dtype()) ? empty(t.sizes(), t.options().dtype(kFloat32)) : t; }
+
 // The threads a parallel_for started here gets.
 int64_t threads_here() { return in_parallel_region() ? 1 : get_num_threads(); }
 
@@ -257,6 +287,12 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
                        const Tensor& bias, bool causal, double scale) {
   const int64_t N = q.size(0), L = q.size(1);
   if (N == 0 || L == 0 || out.numel() == 0) return;
+  if (is_16bit(q.dtype())) {  // Note [16-bit attention on the CPU]
+    const Tensor out32 = float_output(out);
+    attention_forward(out32, lse, widened(q), widened(k), widened(v), widened(bias), causal, scale);
+    copy(out, out32);
+    return;
+  }
   dispatch_attention(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
     const Operands<T> o = operands<T>(q, k, v, bias, causal, scale);
     T *op = static_cast<T*>(out.data()), *lp = static_cast<T*>(lse.data());
@@ -271,6 +307,13 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& bias, bool causal, double scale) {
+  if (is_16bit(q.dtype())) {  // Note [16-bit attention on the CPU]
+    const Tensor dq32 = float_output(dq), dk32 = float_output(dk), dv32 = float_output(dv);
+    attention_backward(dq32, dk32, dv32, widened(grad_out), widened(q), widened(k), widened(v), widened(out), lse,
+                       widened(bias), causal, scale);
+    copy(dq, dq32), copy(dk, dk32), copy(dv, dv32);
+    return;
+  }
   for (const Tensor* g : {&dq, &dk, &dv}) fill(*g, 0);  // the loops accumulate into them
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
   if (N == 0 || L == 0 || S == 0) return;
@@ -300,9 +343,12 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 
 }  // namespace
 
+bool attention_supports(const Tensor& q, const Tensor&) { return is_floating_point(q.dtype()); }
+
 void add_attention_kernels(Backend& b) {
   b.attention_forward = &attention_forward;
   b.attention_backward = &attention_backward;
+  b.attention_supports = &attention_supports;
 }
 
 }  // namespace loom::kernels::cpu
