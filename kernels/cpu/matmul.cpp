@@ -66,18 +66,38 @@ constexpr int64_t kGemmWorkPerThread = int64_t(1) << 17;
 // thread, not more: each block packs all of the other operand. A thread that has not
 // started when the caller is done with its own block leaves that block to the caller
 // (Note [a pool for a busy machine]).
-void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t element_size) {
-  const int64_t work = g.M * g.N * g.K;
+// The rows (or columns) of a thread's block when a product of `work` multiply-adds is split
+// along `extent` of them; 0 when splitting does not pay. Blocks are a multiple of
+// kGemmMinBlock, so that each keeps the GEMM's register tiles whole.
+int64_t gemm_thread_block(int64_t work, int64_t extent) {
   const int64_t threads = in_parallel_region() ? 1 : std::min<int64_t>(get_num_threads(), work / kGemmWorkPerThread);
+  if (threads <= 1 || extent < 2 * kGemmMinBlock) return 0;
+  const int64_t per_thread = (extent + threads - 1) / threads;
+  return (per_thread + kGemmMinBlock - 1) / kGemmMinBlock * kGemmMinBlock;
+}
+
+// item(i, on_threads) for each of a batch of products of `work` multiply-adds each: small
+// ones one item per thread (on_threads false: Eigen's per-product thread synchronisation
+// does not pay), large ones one after another, each spread over the threads.
+template <typename Fn>
+void for_each_item(int64_t batch, int64_t work, Fn&& item) {
+  if (batch > 1 && work < kBatchParallelWork) {
+    parallel_for(0, batch, std::max<int64_t>(1, kBatchGrainWork / work), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) item(i, false);
+    });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) item(i, true);
+  }
+}
+
+void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t element_size) {
   const bool split_rows = g.M >= g.N;
   const int64_t extent = split_rows ? g.M : g.N;
-  if (threads <= 1 || extent < 2 * kGemmMinBlock) {
+  const int64_t block = gemm_thread_block(g.M * g.N * g.K, extent);
+  if (block == 0) {
     gemm(g);
     return;
   }
-  // Blocks a multiple of kGemmMinBlock, so that each keeps Eigen's register tiles whole.
-  const int64_t per_thread = (extent + threads - 1) / threads;
-  const int64_t block = (per_thread + kGemmMinBlock - 1) / kGemmMinBlock * kGemmMinBlock;
   auto at = [&](const void* p, int64_t elements) {
     return static_cast<const char*>(p) + size_t(elements) * element_size;
   };
@@ -138,14 +158,7 @@ void bmm_native(const Tensor& out, const Tensor& a_in, const Tensor& b_in, doubl
     if (on_threads) gemm_on_threads(gemm, g, sizeof(T));
     else gemm(g);
   };
-  const int64_t work = M * N * K;
-  if (batch > 1 && work < kBatchParallelWork) {
-    parallel_for(0, batch, std::max<int64_t>(1, kBatchGrainWork / work), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) run(i, false);
-    });
-  } else {
-    for (int64_t i = 0; i < batch; ++i) run(i, true);
-  }
+  for_each_item(batch, M * N * K, run);
 }
 
 // float16 / bfloat16: multiply in float (their opmath) and round the result once.
@@ -184,26 +197,18 @@ void bmm_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double 
     pack_bf16_b(operand(b, pb, i), K, N, packed);
     const Bf16Operand ai = operand(a, pa, i);
     float* ci = pc + i * M * N;
-    const int64_t threads = on_threads && !in_parallel_region() ? std::min<int64_t>(get_num_threads(), M * N * K / kGemmWorkPerThread) : 1;
-    if (threads <= 1 || M < 2 * kGemmMinBlock) {
+    const int64_t block = on_threads ? gemm_thread_block(M * N * K, M) : 0;
+    if (block == 0) {
       gemm_bf16(M, ai, packed, ci, N, beta != 0);
       return;
     }
-    const int64_t block = ((M + threads - 1) / threads + kGemmMinBlock - 1) / kGemmMinBlock * kGemmMinBlock;
     parallel_for(0, M, block, [&](int64_t r0, int64_t r1) {
       Bf16Operand rows = ai;
       rows.m.data = static_cast<const uint16_t*>(ai.m.data) + (ai.m.col_major ? r0 : r0 * ai.m.ld);
       gemm_bf16(r1 - r0, rows, packed, ci + r0 * N, N, beta != 0);
     });
   };
-  const int64_t work = M * N * K;
-  if (batch > 1 && work < kBatchParallelWork) {
-    parallel_for(0, batch, std::max<int64_t>(1, kBatchGrainWork / work), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) item(i, false);
-    });
-  } else {
-    for (int64_t i = 0; i < batch; ++i) item(i, true);
-  }
+  for_each_item(batch, M * N * K, item);
   copy(out, c);
 }
 

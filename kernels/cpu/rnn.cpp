@@ -40,13 +40,21 @@ namespace {
 
 using rnn_rules::mm;
 
-// out (M, N) = a (M, K) · b (K, N), with the rows of out split across the threads and
-// each share computed under flush-to-zero (Note [denormals in recurrent backward]).
-void mm_flush_denormals(const Tensor& out, const Tensor& a, const Tensor& b) {
-  const int64_t M = out.size(0);
+// fn(r0, r1) on each thread's block of the rows [0, M), under flush-to-zero (Note [denormals
+// in recurrent backward]): the float32 GEMMs, the bfloat16 GEMM's float32 fallback among
+// them, do not flush denormals themselves.
+template <typename Fn>
+void on_row_blocks(int64_t M, Fn&& fn) {
   const int64_t n = get_num_threads();
   parallel_for(0, M, std::max<int64_t>(1, (M + n - 1) / n), [&](int64_t r0, int64_t r1) {
     const cpu::FlushDenormalsGuard ftz;
+    fn(r0, r1);
+  });
+}
+
+// out (M, N) = a (M, K) · b (K, N), the rows of out split across the threads.
+void mm_flush_denormals(const Tensor& out, const Tensor& a, const Tensor& b) {
+  on_row_blocks(out.size(0), [&](int64_t r0, int64_t r1) {
     mm(out.narrow(0, r0, r1 - r0), a.narrow(0, r0, r1 - r0), b, 0);
   });
 }
@@ -80,9 +88,7 @@ void mm_bf16(const Tensor& out, const Tensor& a, const cpu::PackedBf16B& b, bool
 void mm_bf16_threads(const Tensor& out, const Tensor& a, const Tensor& b) {
   thread_local cpu::PackedBf16B reused;
   const cpu::PackedBf16B& packed = pack_bf16(b, reused);  // a reference: workers read this thread's
-  const int64_t M = out.size(0);
-  const int64_t n = get_num_threads();
-  parallel_for(0, M, std::max<int64_t>(1, (M + n - 1) / n), [&](int64_t r0, int64_t r1) {
+  on_row_blocks(out.size(0), [&](int64_t r0, int64_t r1) {
     mm_bf16(out.narrow(0, r0, r1 - r0), a.narrow(0, r0, r1 - r0), packed, false);
   });
 }
@@ -109,8 +115,7 @@ class Bf16BackwardProducts {
     }
     const Tensor b_t = b.t();                                        // (N, K)
     Tensor out_t = empty({out.size(1), out.size(0)}, out.options());  // (N, M) = b^T · a^T
-    const int64_t N = out_t.size(0), n = get_num_threads();
-    parallel_for(0, N, std::max<int64_t>(1, (N + n - 1) / n), [&](int64_t r0, int64_t r1) {
+    on_row_blocks(out_t.size(0), [&](int64_t r0, int64_t r1) {
       mm_bf16(out_t.narrow(0, r0, r1 - r0), b_t.narrow(0, r0, r1 - r0), packed_, false);
     });
     copy(out, out_t.t());
