@@ -1,6 +1,6 @@
 // The CPU's block cache (Note [CPU block cache], core/allocator.cpp) and its books
 // (core/memory.h): blocks over 1 MiB share and split segments, freed blocks merge and are
-// reused whatever their size, the cache keeps at most the live peak, and empty_cache()
+// reused whatever their size, the cache keeps at most twice the live peak, and empty_cache()
 // hands every free segment back.
 #include <catch2/catch.hpp>
 
@@ -58,7 +58,7 @@ TEST_CASE("cpu memory: blocks of different sizes share a segment and reuse freed
   }
 }
 
-TEST_CASE("cpu memory: the cache keeps no more than the live peak", "[core][memory]") {
+TEST_CASE("cpu memory: the cache keeps no more than twice the live peak", "[core][memory]") {
   cpu::empty_cache();
   cpu::reset_peak_memory_stats();
   // Ever larger blocks, one live at a time: each needs a fresh segment, and an exact-size
@@ -66,10 +66,28 @@ TEST_CASE("cpu memory: the cache keeps no more than the live peak", "[core][memo
   for (int i = 0; i < 40; ++i) {
     Tensor t = block_of(12 + 2 * i);
     CHECK(t.numel() > 0);
-    const size_t limit = std::max<size_t>(cpu::max_memory_allocated(), 32 * MiB);
+    const size_t limit = std::max<size_t>(2 * cpu::max_memory_allocated(), 32 * MiB);
     CHECK(cached() <= limit);
   }
   CHECK(cpu::max_memory_reserved() < 300 * MiB);
+}
+
+TEST_CASE("cpu memory: a repeated step whose blocks fragment keeps its segments", "[core][memory]") {
+  cpu::empty_cache();
+  cpu::reset_peak_memory_stats();
+  // A step: a and b live, a freed, c too big for a's hole takes a segment of its own; the
+  // live peak is b + c (80 MiB) but the step holds a + b + c (110 MiB). Freeing it all must
+  // not hand segments back that the next step asks the system for again.
+  for (int step = 0; step < 4; ++step) {
+    INFO("step " << step);
+    Tensor a = block_of(30), b = block_of(30);
+    a = Tensor();
+    Tensor c = block_of(50);
+    const size_t held = cpu::memory_reserved();
+    CHECK(held >= 110 * MiB);
+    b = Tensor(), c = Tensor();
+    CHECK(cpu::memory_reserved() == held);
+  }
 }
 
 TEST_CASE("cpu memory: empty_cache returns every free segment", "[core][memory]") {
@@ -81,10 +99,10 @@ TEST_CASE("cpu memory: empty_cache returns every free segment", "[core][memory]"
   const size_t held = cpu::memory_reserved();
   CHECK(held - base >= 6 * 11 * MiB);
   blocks.clear();
-  // Cached, but no more than the live peak (blocks of 12 to 16 MiB, and 2) of what is free.
+  // Cached (no more than twice the live peak of blocks of 11 to 16 MiB, and 2).
   CHECK(cpu::memory_reserved() > base + 20 * MiB);
-  CHECK(cached() <= cpu::max_memory_allocated());
-  CHECK(cpu::memory_reserved() < held);
+  CHECK(cached() <= 2 * cpu::max_memory_allocated());
+  CHECK(cpu::memory_reserved() <= held);
   empty_cache();
   // Only keep's 20 MiB segment is left.
   CHECK(cpu::memory_reserved() - base == 20 * MiB);
