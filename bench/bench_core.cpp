@@ -11,6 +11,10 @@
 //                      against the 1024³ GEMM rate measured in the same run, and the peak
 //                      growth of live tensor memory during one call; the reference is run
 //                      only where its (L, S) matrices fit in half the memory available.
+//   sdpa (bfloat16)    the same step at L = 512 on bfloat16 q, k, v (Note [16-bit attention on
+//                      the CPU]): path "bf16_tiles" runs every tile product on the bfloat16
+//                      GEMM; path "float32_tiles" widens the operands to float32 first and
+//                      runs the float32 kernel (what the op did before 2026-12-04).
 //   tiny_add           ns per a + b on 1- and 16-element tensors, without autograd ...
 //   tiny_add_autograd  ... and with inputs requiring grad (each op records a node).
 // Every figure is the median of several timed runs after warm-up runs.
@@ -143,6 +147,30 @@ void sdpa_lines(const bench::Options& o) {
   }
 }
 
+void sdpa_bf16_lines(const bench::Options& o) {
+  const int64_t B = 8, H = 8, E = 64, L = 512, N = B * H;
+  const TensorOptions grad = TensorOptions().dtype(kBFloat16).requires_grad();
+  const Tensor q = randn({B, H, L, E}, grad), k = randn({B, H, L, E}, grad), v = randn({B, H, L, E}, grad);
+  const Tensor gy = randn({B, H, L, E}).to(kBFloat16);
+  const double flops = 14.0 * double(N) * double(L) * double(L) * double(E);
+  for (const bool bf16_tiles : {true, false}) {
+    auto step = [&] {
+      // float32_tiles: the operands widened once, as autograd sees them (gradients flow back in bfloat16)
+      auto as = [&](const Tensor& t) { return bf16_tiles ? t : t.to(kFloat32); };
+      const Tensor out = nn::functional::scaled_dot_product_attention(as(q), as(k), as(v)).to(kBFloat16);
+      (out * gy).sum().backward();
+    };
+    step();  // warm-up; allocates the .grad of q, k and v
+    const double s = bench::median_seconds(step, 0, o.quick ? 1 : 5);
+    char extra[256];
+    std::snprintf(extra, sizeof extra, ",\"path\":\"%s\",\"B\":%lld,\"heads\":%lld,\"L\":%lld,\"S\":%lld,\"E\":%lld,"
+                  "\"gflop_per_s\":%.1f",
+                  bf16_tiles ? "bf16_tiles" : "float32_tiles", (long long)B, (long long)H, (long long)L, (long long)L,
+                  (long long)E, flops / s / 1e9);
+    bench::print({"sdpa", kFramework, N * L * E, "bfloat16", get_num_threads(), s * 1e3, "ms", 0, extra});
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,6 +184,7 @@ int main(int argc, char** argv) {
   add_lines(o);
   softmax_lines(o);
   sdpa_lines(o);
+  sdpa_bf16_lines(o);
   bench::tiny_add_lines(kFramework, get_num_threads(), o.quick, [](int64_t n, bool requires_grad) {
     const TensorOptions opts = TensorOptions().requires_grad(requires_grad);
     return [a = randn({n}, opts), b = randn({n}, opts)] { (void)(a + b); };

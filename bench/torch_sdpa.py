@@ -12,7 +12,10 @@ over its first step, measured after the inputs exist: the outputs, the gradients
 autograd saves and any scratch the kernels touch, as the OS counts pages (a block malloc'd
 but never written is not counted). Loom's peak_mem_bytes counts tensor storage instead.
 
+`--dtype bfloat16` runs the step on bfloat16 q, k, v (bench_core's bfloat16 sdpa lines).
+
     OMP_NUM_THREADS=2 /tmp/torch2/bin/python bench/torch_sdpa.py [--threads 2] [--quick] [--lengths 512,4096]
+                                                                 [--dtype float32|bfloat16]
 """
 import argparse
 import json
@@ -37,7 +40,7 @@ def gemm_gflops(torch, quick):
     return 2 * 1024**3 / statistics.median(times) / 1e9
 
 
-def one_length(L, threads, quick):
+def one_length(L, threads, quick, dtype_name):
     """Runs in its own process: prints the line for one L."""
     import torch
     import torch.nn.functional as F
@@ -45,8 +48,9 @@ def one_length(L, threads, quick):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     ceiling = gemm_gflops(torch, quick)
-    q, k, v = (torch.randn(B, H, L, E, requires_grad=True) for _ in range(3))
-    gy = torch.randn(B, H, L, E)
+    dtype = getattr(torch, dtype_name)
+    q, k, v = (torch.randn(B, H, L, E, dtype=dtype, requires_grad=True) for _ in range(3))
+    gy = torch.randn(B, H, L, E, dtype=dtype)
 
     def step():
         out = F.scaled_dot_product_attention(q, k, v)
@@ -65,7 +69,7 @@ def one_length(L, threads, quick):
     N = B * H
     flops = 14.0 * N * L * L * E
     print(json.dumps({
-        "bench": "sdpa", "framework": f"pytorch-{torch.__version__}", "size": N * L * E, "dtype": "float32",
+        "bench": "sdpa", "framework": f"pytorch-{torch.__version__}", "size": N * L * E, "dtype": dtype_name,
         "threads": torch.get_num_threads(), "value": round(s * 1e3, 2), "unit": "ms",
         "path": "torch.nn.functional.scaled_dot_product_attention", "B": B, "heads": H, "L": L, "S": L, "E": E,
         "gflop": round(flops / 1e9, 2), "gflop_per_s": round(flops / s / 1e9, 1),
@@ -79,13 +83,14 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--lengths", default="512,4096", help="comma-separated L (= S)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one L in this process
     a = p.parse_args()
     if a.one is not None:
-        one_length(a.one, a.threads, a.quick)
+        one_length(a.one, a.threads, a.quick, a.dtype)
         return
     for L in (int(x) for x in a.lengths.split(",")):
-        cmd = [sys.executable, __file__, "--one", str(L), "--threads", str(a.threads)] + (["--quick"] if a.quick else [])
+        cmd = [sys.executable, __file__, "--one", str(L), "--threads", str(a.threads), "--dtype", a.dtype] + (["--quick"] if a.quick else [])
         subprocess.run(cmd, check=True)
 
 

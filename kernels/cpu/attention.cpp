@@ -20,13 +20,14 @@
 // summed into dq after.
 //
 // Note [16-bit attention on the CPU]
-// bfloat16 and float16 operands (CPU autocast runs the op in bfloat16, as PyTorch lists it)
-// are widened to float32 once, the float32 kernel runs on them, and the outputs are rounded
-// once: like PyTorch's CPU flash attention, the sums, the softmax and lse stay float32. The
-// widening is a few per cent of the op (q, k, v are read once, the GEMMs many times) and
-// replaces the composition of 16-bit ops the op fell back to, whose max, masked_fill and
-// softmax passes each read the whole (L, S) matrix. A broadcast bias dim (stride 0) is
-// widened as one row, not materialised.
+// bfloat16 operands (CPU autocast runs the op in bfloat16, as PyTorch lists it) stay
+// bfloat16: every tile product runs on the bfloat16 GEMM (Note [bfloat16 GEMM]), whose
+// float32 tiles (the weights p, the score gradients ds) are rounded to bfloat16 as they are
+// packed, as PyTorch's CPU flash attention rounds them before its bfloat16 GEMMs. The sums,
+// the softmax, lse and the gradient accumulators stay float32, and each output is rounded
+// once. float16 (no float16 GEMM here) is widened to float32 once and runs the float32
+// kernel. A bias is widened either way; a broadcast bias dim (stride 0) as one row, not
+// materialised.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 namespace loom::kernels::cpu {
 namespace {
@@ -49,20 +51,24 @@ namespace am = attention_math;
 constexpr int64_t kRows = 128;  // query rows per tile: the M of the score GEMM
 constexpr int64_t kKeys = 256;  // keys per tile: its N
 
-// The operands as raw pointers; bias may be null, its strides (bn, bl, bs) of (N, L, S).
-template <typename T>
+// The operands as raw pointers: q, k and v (and the backward's dout and out) of storage
+// type In, T (float or double) or bfloat16 (T float, Note [16-bit attention on the CPU]);
+// bias, in T, may be null, its strides (bn, bl, bs) of (N, L, S).
+template <typename T, typename In = T>
 struct Operands {
-  const T *q, *k, *v, *bias;
+  const In *q, *k, *v;
+  const T* bias;
   int64_t N, L, S, E, Ev, bn, bl, bs;
   bool causal;
   T scale;
 };
 
-template <typename T>
-Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
-                     double scale) {
-  Operands<T> o{static_cast<const T*>(q.data()), static_cast<const T*>(k.data()), static_cast<const T*>(v.data()),
-                nullptr, q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), 0, 0, 0, causal, T(scale)};
+template <typename T, typename In = T>
+Operands<T, In> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
+                         double scale) {
+  Operands<T, In> o{static_cast<const In*>(q.data()), static_cast<const In*>(k.data()),
+                    static_cast<const In*>(v.data()), nullptr, q.size(0), q.size(1), k.size(1), q.size(2),
+                    v.size(2), 0, 0, 0, causal, T(scale)};
   if (bias.defined()) {
     o.bias = static_cast<const T*>(bias.data());
     o.bn = bias.stride(0), o.bl = bias.stride(1), o.bs = bias.stride(2);
@@ -80,22 +86,50 @@ GemmFn tile_gemm() {
   return fn;
 }
 
-// A row-major block at p with row stride ld, as it is or read transposed.
-MatrixRef rows_of(const void* p, int64_t ld) { return {p, ld, false}; }
-MatrixRef transposed(const void* p, int64_t ld) { return {p, ld, true}; }
+// An operand of a tile product: a row-major block at p with row stride ld, as it is or read
+// transposed, and its element type.
+struct TileOperand {
+  MatrixRef m;
+  DType dtype;
+};
+template <typename In>
+TileOperand rows_of(const In* p, int64_t ld) { return {{p, ld, false}, dtype_of<In>}; }
+template <typename In>
+TileOperand transposed(const In* p, int64_t ld) { return {{p, ld, true}, dtype_of<In>}; }
+
+// c (M, N) = alpha a · b on the bfloat16 GEMM, or += a · b when accumulate (alpha 1): a float
+// operand is rounded to bfloat16 as it is packed. B is packed per call, into this thread's
+// buffer: (K, N) against the product's M K N multiply-adds.
+void bf16_product(int64_t M, int64_t N, int64_t K, float alpha, const TileOperand& a, const TileOperand& b,
+                  bool accumulate, float* c, int64_t ldc) {
+  thread_local PackedBf16B packed;
+  pack_bf16_b({b.m, b.dtype}, K, N, packed);
+  gemm_bf16(M, {a.m, a.dtype}, packed, c, ldc, accumulate);
+  if (alpha != 1.0f)
+    for (int64_t i = 0; i < M; ++i) {
+      float* ci = c + i * ldc;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) ci[j] *= alpha;
+    }
+}
 
 // c (M, N), row-major with row stride ldc, = alpha a (M, K) · b (K, N) + beta c; beta is 0
-// (c overwritten) or 1 (accumulated).
+// (c overwritten) or 1 (accumulated, alpha 1). Operands of type T run the Eigen GEMM; a
+// product with a bfloat16 operand (T float) runs the bfloat16 GEMM.
 template <typename T>
-void gemm(int64_t M, int64_t N, int64_t K, T alpha, MatrixRef a, MatrixRef b, T beta, T* c, int64_t ldc) {
+void gemm(int64_t M, int64_t N, int64_t K, T alpha, const TileOperand& a, const TileOperand& b, T beta, T* c,
+          int64_t ldc) {
   if (K == 0) {  // an empty sum (E or Ev 0): no GEMM to call
     if (beta == T(0))
       for (int64_t i = 0; i < M; ++i) std::fill_n(c + i * ldc, N, T(0));
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (a.dtype == kBFloat16 || b.dtype == kBFloat16) return bf16_product(M, N, K, alpha, a, b, beta == 1.0f, c, ldc);
+  }
   GemmArgs g;
   g.M = M, g.N = N, g.K = K;
-  g.a = a, g.b = b;
+  g.a = a.m, g.b = b.m;
   g.c = c, g.ldc = ldc;
   g.alpha = alpha, g.beta = beta;
   g.dtype = dtype_of<T>;
@@ -106,8 +140,8 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha, MatrixRef a, MatrixRef b, T 
 
 // s (rows, kKeys) += bias_ij for i in [i0, i0 + rows), j in [j0, j0 + cols), and -inf where
 // causal hides the key; s holds scale q_i . k_j already. Tiles below the diagonal need no mask.
-template <typename T>
-inline void mask_tile(T* s, const Operands<T>& o, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+template <typename T, typename In>
+inline void mask_tile(T* s, const Operands<T, In>& o, int64_t n, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
   const bool crosses_diagonal = o.causal && j0 + cols - 1 > i0;
   if (!o.bias && !crosses_diagonal) return;
   for (int64_t r = 0; r < rows; ++r) {
@@ -129,8 +163,8 @@ inline void mask_tile(T* s, const Operands<T>& o, int64_t n, int64_t i0, int64_t
 
 // Forward tasks [begin, end): task t is query tile t % tiles of n = t / tiles.
 // out (N, L, Ev), lse (N, L).
-template <typename T>
-inline void forward_tasks(T* out, T* lse, const Operands<T>& o, int64_t begin, int64_t end) {
+template <typename T, typename In>
+inline void forward_tasks(T* out, T* lse, const Operands<T, In>& o, int64_t begin, int64_t end) {
   const int64_t L = o.L, S = o.S, E = o.E, Ev = o.Ev, tiles = (L + kRows - 1) / kRows;
   std::vector<T> s(size_t(kRows * kKeys)), acc(size_t(kRows * Ev));
   T m[kRows], l[kRows];
@@ -139,11 +173,11 @@ inline void forward_tasks(T* out, T* lse, const Operands<T>& o, int64_t begin, i
     std::fill_n(m, rows, am::minus_inf<T>());
     std::fill_n(l, rows, T(0));
     std::fill(acc.begin(), acc.end(), T(0));
-    const T* qt = o.q + (n * L + i0) * E;  // (rows, E)
+    const In* qt = o.q + (n * L + i0) * E;  // (rows, E)
     const int64_t keys = am::key_end(o.causal, i0 + rows - 1, S);
     for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
       const int64_t cols = std::min(kKeys, keys - j0);
-      const T *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
+      const In *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
       // s (rows, cols) = scale q_t (rows, E) · k_t^T (E, cols)
       gemm<T>(rows, cols, E, o.scale, rows_of(qt, E), transposed(kt, E), T(0), s.data(), kKeys);
       mask_tile(s.data(), o, n, i0, rows, j0, cols);
@@ -182,17 +216,18 @@ inline void forward_tasks(T* out, T* lse, const Operands<T>& o, int64_t begin, i
 
 // The gradient buffers of backward_tasks, (N, L, E), (N, S, E), (N, S, Ev), zeroed first,
 // and dq_runs: the ((runs - 1), N, L, E) dq buffers of the runs after the first, zeroed.
-template <typename T>
+template <typename T, typename In = T>
 struct Grads {
   T *dq, *dk, *dv, *dq_runs;
-  const T *dout, *out, *lse;
+  const In *dout, *out;
+  const T* lse;
   int64_t runs;  // runs of key tiles per n
 };
 
 // Backward tasks [begin, end): task t is run t % runs of the key tiles of n = t / runs
 // (Note [online softmax]: the FlashAttention-2 backward).
-template <typename T>
-inline void backward_tasks(const Grads<T>& g, const Operands<T>& o, int64_t begin, int64_t end) {
+template <typename T, typename In>
+inline void backward_tasks(const Grads<T, In>& g, const Operands<T, In>& o, int64_t begin, int64_t end) {
   const int64_t N = o.N, L = o.L, S = o.S, E = o.E, Ev = o.Ev, key_tiles = (S + kKeys - 1) / kKeys;
   std::vector<T> p(size_t(kRows * kKeys)), ds(size_t(kRows * kKeys)), D(static_cast<size_t>(L));
   for (int64_t t = begin; t < end; ++t) {
@@ -200,20 +235,20 @@ inline void backward_tasks(const Grads<T>& g, const Operands<T>& o, int64_t begi
     T* dq = run == 0 ? g.dq + n * L * E : g.dq_runs + ((run - 1) * N + n) * L * E;  // (L, E)
     // D_i = dout_i . out_i  (L)
     for (int64_t i = 0; i < L; ++i) {
-      const T *gi = g.dout + (n * L + i) * Ev, *oi = g.out + (n * L + i) * Ev;
+      const In *gi = g.dout + (n * L + i) * Ev, *oi = g.out + (n * L + i) * Ev;
       T dot = 0;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t d = 0; d < Ev; ++d) dot += gi[d] * oi[d];
+      for (int64_t d = 0; d < Ev; ++d) dot += T(gi[d]) * T(oi[d]);
       D[size_t(i)] = dot;
     }
     for (int64_t tile = run * key_tiles / g.runs; tile < (run + 1) * key_tiles / g.runs; ++tile) {
       const int64_t j0 = tile * kKeys, cols = std::min(kKeys, S - j0);
-      const T *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
+      const In *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
       T *dkt = g.dk + (n * S + j0) * E, *dvt = g.dv + (n * S + j0) * Ev;    // (cols, E), (cols, Ev)
       // Causal: rows i < j0 see none of these keys.
       for (int64_t i0 = o.causal ? j0 : 0; i0 < L; i0 += kRows) {
         const int64_t rows = std::min(kRows, L - i0);
-        const T *qt = o.q + (n * L + i0) * E, *gt = g.dout + (n * L + i0) * Ev;  // (rows, E), (rows, Ev)
+        const In *qt = o.q + (n * L + i0) * E, *gt = g.dout + (n * L + i0) * Ev;  // (rows, E), (rows, Ev)
         // p (rows, cols) = exp(scale q_t · k_t^T + bias - lse_i)
         gemm<T>(rows, cols, E, o.scale, rows_of(qt, E), transposed(kt, E), T(0), p.data(), kKeys);
         mask_tile(p.data(), o, n, i0, rows, j0, cols);
@@ -251,13 +286,37 @@ LOOM_CPU_CLONES void forward_f32(float* out, float* lse, const Operands<float>& 
 LOOM_CPU_CLONES void backward_f32(const Grads<float>& g, const Operands<float>& o, int64_t begin, int64_t end) {
   backward_tasks(g, o, begin, end);
 }
+LOOM_CPU_CLONES void forward_bf16(float* out, float* lse, const Operands<float, BFloat16>& o, int64_t begin,
+                                  int64_t end) {
+  forward_tasks(out, lse, o, begin, end);
+}
+LOOM_CPU_CLONES void backward_bf16(const Grads<float, BFloat16>& g, const Operands<float, BFloat16>& o, int64_t begin,
+                                   int64_t end) {
+  backward_tasks(g, o, begin, end);
+}
 
+template <typename T, typename In>
+void forward_loops(T* out, T* lse, const Operands<T, In>& o, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<In, BFloat16>) forward_bf16(out, lse, o, begin, end);
+  else if constexpr (std::is_same_v<T, float>) forward_f32(out, lse, o, begin, end);
+  else forward_tasks(out, lse, o, begin, end);
+}
+template <typename T, typename In>
+void backward_loops(const Grads<T, In>& g, const Operands<T, In>& o, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<In, BFloat16>) backward_bf16(g, o, begin, end);
+  else if constexpr (std::is_same_v<T, float>) backward_f32(g, o, begin, end);
+  else backward_tasks(g, o, begin, end);
+}
+
+// Calls fn.template operator()<T, In>() for the operands' dtype: (float, float), (double,
+// double) or (float, BFloat16); float16 is widened by the callers first.
 template <typename F>
 void dispatch_attention(DType dtype, const char* op, F&& fn) {
-  LOOM_CHECK(dtype == kFloat32 || dtype == kFloat64, DTypeError, op, ": the fused CPU kernel takes float32 or float64, got ",
-             dtype_name(dtype));
-  if (dtype == kFloat32) fn.template operator()<float>();
-  else fn.template operator()<double>();
+  LOOM_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16, DTypeError, op,
+             ": the fused CPU kernel takes float32, float64 or bfloat16, got ", dtype_name(dtype));
+  if (dtype == kFloat32) fn.template operator()<float, float>();
+  else if (dtype == kFloat64) fn.template operator()<double, double>();
+  else fn.template operator()<float, BFloat16>();
 }
 
 bool is_16bit(DType d) { return d == kBFloat16 || d == kFloat16; }
@@ -287,58 +346,64 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
                        const Tensor& bias, bool causal, double scale) {
   const int64_t N = q.size(0), L = q.size(1);
   if (N == 0 || L == 0 || out.numel() == 0) return;
-  if (is_16bit(q.dtype())) {  // Note [16-bit attention on the CPU]
+  if (q.dtype() == kFloat16) {  // Note [16-bit attention on the CPU]
     const Tensor out32 = float_output(out);
     attention_forward(out32, lse, widened(q), widened(k), widened(v), widened(bias), causal, scale);
     copy(out, out32);
     return;
   }
-  dispatch_attention(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
-    const Operands<T> o = operands<T>(q, k, v, bias, causal, scale);
-    T *op = static_cast<T*>(out.data()), *lp = static_cast<T*>(lse.data());
+  const Tensor out_t = float_output(out), bias_t = widened(bias);  // float32 for bfloat16 operands
+  dispatch_attention(q.dtype(), "scaled_dot_product_attention", [&]<typename T, typename In>() {
+    const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale);
+    T *op = static_cast<T*>(out_t.data()), *lp = static_cast<T*>(lse.data());
     // A task (a tile of rows against every key) is GEMM work enough for a chunk of its own.
-    parallel_for(0, N * ((L + kRows - 1) / kRows), 1, [&](int64_t begin, int64_t end) {
-      if constexpr (std::is_same_v<T, float>) forward_f32(op, lp, o, begin, end);
-      else forward_tasks(op, lp, o, begin, end);
-    });
+    parallel_for(0, N * ((L + kRows - 1) / kRows), 1,
+                 [&](int64_t begin, int64_t end) { forward_loops(op, lp, o, begin, end); });
   });
+  if (!out_t.is_same(out)) copy(out, out_t);
 }
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& bias, bool causal, double scale) {
-  if (is_16bit(q.dtype())) {  // Note [16-bit attention on the CPU]
+  if (q.dtype() == kFloat16) {  // Note [16-bit attention on the CPU]
     const Tensor dq32 = float_output(dq), dk32 = float_output(dk), dv32 = float_output(dv);
     attention_backward(dq32, dk32, dv32, widened(grad_out), widened(q), widened(k), widened(v), widened(out), lse,
                        widened(bias), causal, scale);
     copy(dq, dq32), copy(dk, dk32), copy(dv, dv32);
     return;
   }
-  for (const Tensor* g : {&dq, &dk, &dv}) fill(*g, 0);  // the loops accumulate into them
+  // float32 accumulators for bfloat16 gradients, rounded once at the end
+  const Tensor dq_t = float_output(dq), dk_t = float_output(dk), dv_t = float_output(dv), bias_t = widened(bias);
+  for (const Tensor* g : {&dq_t, &dk_t, &dv_t}) fill(*g, 0);  // the loops accumulate into them
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
-  if (N == 0 || L == 0 || S == 0) return;
-  dispatch_attention(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T>() {
-    const Operands<T> o = operands<T>(q, k, v, bias, causal, scale);
-    // Runs per n: enough tasks for two per thread, at most one per key tile.
-    const int64_t runs = std::clamp<int64_t>((2 * threads_here() + N - 1) / N, 1, (S + kKeys - 1) / kKeys);
-    std::vector<T> dq_runs(size_t((runs - 1) * N * L * E), T(0));  // ((runs - 1), N, L, E)
-    const Grads<T> g{static_cast<T*>(dq.data()),         static_cast<T*>(dk.data()),
-                     static_cast<T*>(dv.data()),         dq_runs.data(),
-                     static_cast<const T*>(grad_out.data()), static_cast<const T*>(out.data()),
-                     static_cast<const T*>(lse.data()),  runs};
-    parallel_for(0, N * runs, 1, [&](int64_t begin, int64_t end) {
-      if constexpr (std::is_same_v<T, float>) backward_f32(g, o, begin, end);
-      else backward_tasks(g, o, begin, end);
+  if (N > 0 && L > 0 && S > 0) {
+    dispatch_attention(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T, typename In>() {
+      const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale);
+      // Runs per n: enough tasks for two per thread, at most one per key tile.
+      const int64_t runs = std::clamp<int64_t>((2 * threads_here() + N - 1) / N, 1, (S + kKeys - 1) / kKeys);
+      std::vector<T> dq_runs(size_t((runs - 1) * N * L * E), T(0));  // ((runs - 1), N, L, E)
+      const Grads<T, In> g{static_cast<T*>(dq_t.data()),
+                           static_cast<T*>(dk_t.data()),
+                           static_cast<T*>(dv_t.data()),
+                           dq_runs.data(),
+                           static_cast<const In*>(grad_out.data()),
+                           static_cast<const In*>(out.data()),
+                           static_cast<const T*>(lse.data()),
+                           runs};
+      parallel_for(0, N * runs, 1, [&](int64_t begin, int64_t end) { backward_loops(g, o, begin, end); });
+      if (runs == 1) return;
+      // dq (N, L, E) += the dq of every later run
+      parallel_for(0, N * L * E, kParallelGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t run = 1; run < runs; ++run) {
+          const T* src = g.dq_runs + (run - 1) * N * L * E;
+          for (int64_t i = begin; i < end; ++i) g.dq[i] += src[i];
+        }
+      });
     });
-    if (runs == 1) return;
-    // dq (N, L, E) += the dq of every later run
-    parallel_for(0, N * L * E, kParallelGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t run = 1; run < runs; ++run) {
-        const T* src = g.dq_runs + (run - 1) * N * L * E;
-        for (int64_t i = begin; i < end; ++i) g.dq[i] += src[i];
-      }
-    });
-  });
+  }
+  for (auto [grad, acc] : {std::pair{&dq, &dq_t}, std::pair{&dk, &dk_t}, std::pair{&dv, &dv_t}})
+    if (!acc->is_same(*grad)) copy(*grad, *acc);
 }
 
 }  // namespace
