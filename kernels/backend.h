@@ -18,6 +18,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
+#include "kernels/layer_norm.h"
 
 namespace loom::kernels {
 
@@ -51,6 +52,9 @@ struct Backend {
   // Whether those two take q (N, L, E) and v (N, S, Ev): dtype, head dims (has_attention_kernels).
   // Left empty: they take float32 and float64 of any size (the CPU kernels).
   bool (*attention_supports)(const Tensor& q, const Tensor& v) = nullptr;
+  // Fused layer norm; a backend without it leaves these empty and layer_norm composes ops.
+  decltype(&kernels::layer_norm_forward) layer_norm_forward = nullptr;
+  decltype(&kernels::layer_norm_backward) layer_norm_backward = nullptr;
 
   decltype(&kernels::index_select) index_select = nullptr;
   decltype(&kernels::index_add) index_add = nullptr;

@@ -182,6 +182,37 @@ bool has_attention_kernels(const Tensor& q, const Tensor& v) {
   return b.attention_supports ? b.attention_supports(q, v) : q.dtype() == kFloat32 || q.dtype() == kFloat64;
 }
 
+void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  LOOM_ASSERT(x.dim() == 2 && y.sizes() == x.sizes() && y.is_contiguous() && x.is_contiguous() &&
+                  mean.numel() == x.size(0) && rstd.numel() == x.size(0) && mean.is_contiguous() &&
+                  rstd.is_contiguous() &&
+                  (!weight.defined() || (weight.numel() == x.size(1) && weight.is_contiguous())) &&
+                  (!bias.defined() || (bias.numel() == x.size(1) && bias.is_contiguous())),
+              op, ": bad arguments");
+  slot(route(op, {&y, &mean, &rstd, &x, &weight, &bias}), &Backend::layer_norm_forward, op)(y, mean, rstd, x, weight,
+                                                                                           bias, eps);
+}
+
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
+  const char* op = "layer_norm_backward";
+  LOOM_ASSERT(x.dim() == 2 && dy.sizes() == x.sizes() && dy.is_contiguous() && x.is_contiguous() &&
+                  (!dx.defined() || (dx.sizes() == x.sizes() && dx.is_contiguous())) &&
+                  (!dweight.defined() ||
+                   (weight.defined() && dweight.numel() == x.size(1) && dweight.is_contiguous())) &&
+                  (!dbias.defined() || (dbias.numel() == x.size(1) && dbias.is_contiguous())),
+              op, ": bad arguments");
+  slot(route(op, {&x, &dx, &dweight, &dbias, &dy, &mean, &rstd, &weight}), &Backend::layer_norm_backward, op)(
+      dx, dweight, dbias, dy, x, mean, rstd, weight);
+}
+
+bool has_layer_norm_kernels(const Tensor& x) {
+  const Backend& b = backend_for(x.device(), "layer_norm");
+  return b.layer_norm_forward != nullptr && b.layer_norm_backward != nullptr;
+}
+
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
   const char* op = "index_select";
   slot(route(op, {&out, &in, &index}), &Backend::index_select, op)(out, in, dim, index);

@@ -12,7 +12,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // In training, zeroes each element with probability p and scales the rest by 1 / (1 - p).
 Tensor dropout(const Tensor& x, double p, bool training);
 // Normalises over the trailing dims of normalized_shape: (x - mean) / sqrt(var + eps),
-// then * weight + bias (both optional, of normalized_shape).
+// then * weight + bias (both optional, of normalized_shape). On the CPU one fused kernel
+// each way (Note [fused layer norm], kernels/cpu/layer_norm.cpp); 16-bit inputs compute in
+// float32 and round once.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
@@ -30,6 +32,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     bool is_causal = false, std::optional<double> scale = std::nullopt);
 
 namespace detail {
+// The composition of ops (mean, subtract, square, mean, rsqrt, multiply, add) the fused
+// layer-norm kernels are tested against; the path of devices without them.
+Tensor layer_norm_reference(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                            double eps);
 // The plain composition of ops (matmul, scale, mask, softmax, dropout, matmul) the fused
 // kernels are tested against; the path for the dtypes and devices they do not take.
 Tensor sdpa_reference(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,

@@ -38,7 +38,8 @@ Tensor make_mask(const Bf16Case& c) {
   Tensor keep = rand(shape).lt(0.75);
   keep.select(-1, 0).fill_(true);
   if (c.mask == Bf16Case::BoolMask) return keep;
-  return random_nonzero(shape, kBFloat16, -1, 1).masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  const double inf = std::numeric_limits<double>::infinity();
+  return random_nonzero(shape, kBFloat16, -1, 1).masked_fill(keep.logical_not(), -inf);
 }
 
 // |actual - expected| <= tol (1 + |expected|) everywhere, NaN nowhere; on failure the worst element.
@@ -62,7 +63,8 @@ struct Grads {
 // out = sdpa(q, k, v) and the gradients of sum(out * gy), through `sdpa`.
 template <typename Fn>
 Grads run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& gy, Fn&& sdpa) {
-  Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true), v = v0.detach().requires_grad_(true);
+  Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true),
+         v = v0.detach().requires_grad_(true);
   Tensor out = sdpa(q, k, v);
   (out * gy).sum().backward();
   return {out.detach(), q.grad(), k.grad(), v.grad()};
@@ -73,8 +75,9 @@ Grads run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& gy
 // GEMMs (2^-9 relative each) and each output once more (2^-9): 1.6e-2 of (1 + |expected|).
 Grads check_bf16_case(const Bf16Case& c) {
   INFO(describe(c));
-  const Tensor q = random_nonzero({c.B, c.H, c.L, c.E}, kBFloat16), k = random_nonzero({c.B, c.H, c.S, c.E}, kBFloat16),
-               v = random_nonzero({c.B, c.H, c.S, c.Ev}, kBFloat16), gy = random_nonzero({c.B, c.H, c.L, c.Ev}, kBFloat16);
+  const Tensor q = random_nonzero({c.B, c.H, c.L, c.E}, kBFloat16), k = random_nonzero({c.B, c.H, c.S, c.E}, kBFloat16);
+  const Tensor v = random_nonzero({c.B, c.H, c.S, c.Ev}, kBFloat16);
+  const Tensor gy = random_nonzero({c.B, c.H, c.L, c.Ev}, kBFloat16);
   const Tensor mask = make_mask(c);
   const bool causal = c.mask == Bf16Case::Causal;
   const Grads fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {

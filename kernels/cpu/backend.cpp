@@ -15,6 +15,7 @@ const Backend& cpu_backend() {
     cpu::add_softmax_kernels(b);
     cpu::add_matmul_kernels(b);
     cpu::add_attention_kernels(b);
+    cpu::add_layer_norm_kernels(b);
     cpu::add_index_kernels(b);
     cpu::add_rnn_kernels(b);
     cpu::add_optimizer_kernels(b);

@@ -15,6 +15,7 @@ void add_multinomial_kernels(Backend& b);  // multinomial.cpp
 void add_softmax_kernels(Backend& b);      // softmax.cpp
 void add_matmul_kernels(Backend& b);       // matmul.cpp
 void add_attention_kernels(Backend& b);    // attention.cpp
+void add_layer_norm_kernels(Backend& b);   // layer_norm.cpp
 void add_index_kernels(Backend& b);        // index.cpp
 void add_rnn_kernels(Backend& b);          // rnn.cpp
 void add_optimizer_kernels(Backend& b);    // optim_update.cpp
