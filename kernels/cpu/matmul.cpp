@@ -173,18 +173,45 @@ void bmm_via_float(const Tensor& out, const Tensor& a, const Tensor& b, double b
   copy(out, out_f);
 }
 
-// bfloat16: the bfloat16 GEMM (Note [bfloat16 GEMM]) into a float32 buffer, rounded once
-// into out. Per batch item B is packed once and C's rows are split across the threads; a
-// batch of small products runs one item per thread instead.
+// Rows of C the bfloat16 GEMM computes into a thread's float32 buffer before they are
+// rounded into out: small enough to stay in L2 (192 rows of 1024 floats: 768 KiB), and
+// the row block the kernel packs A in, so slicing costs no packing.
+constexpr int64_t kBf16RowSlice = 192;
+
+// out rows [r0, r1) (row-major, N columns, bfloat16) = A's rows · B (+ out when accumulate):
+// each slice of rows through this thread's float32 buffer, rounded once.
+void bf16_rows(const Bf16Operand& a, const PackedBf16B& b, BFloat16* out, int64_t r0, int64_t r1, bool accumulate) {
+  thread_local GrowingBuffer<float> buffer;
+  const int64_t N = b.N;
+  for (int64_t s0 = r0; s0 < r1; s0 += kBf16RowSlice) {
+    const int64_t m = std::min(r1, s0 + kBf16RowSlice) - s0;
+    float* c = buffer.reserve(size_t(m * N));
+    BFloat16* o = out + s0 * N;
+    if (accumulate) std::transform(o, o + m * N, c, [](BFloat16 v) { return float(v); });
+    Bf16Operand rows = a;
+    rows.m.data = static_cast<const uint16_t*>(a.m.data) + (a.m.col_major ? s0 : s0 * a.m.ld);
+    gemm_bf16(m, rows, b, c, N, accumulate);
+    std::transform(c, c + m * N, o, [](float v) { return BFloat16(v); });
+  }
+}
+
+// bfloat16: the bfloat16 GEMM (Note [bfloat16 GEMM]), its float32 sums rounded once into
+// out as each slice of rows is done (bf16_rows; an out that is not contiguous is computed
+// into a contiguous one first). Per batch item B is packed once and C's rows are split
+// across the threads; a batch of small products runs one item per thread instead.
 void bmm_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double beta) {
+  if (!out.is_contiguous()) {
+    Tensor tmp = beta == 0 ? empty(out.sizes(), out.options()) : contiguous_copy(out);
+    bmm_bf16(tmp, a_in, b_in, beta);
+    copy(out, tmp);
+    return;
+  }
   const Tensor a = matrix_ref(a_in) ? a_in : contiguous_copy(a_in);
   const Tensor b = matrix_ref(b_in) ? b_in : contiguous_copy(b_in);
   const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  Tensor c = empty({batch, M, N}, out.options().dtype(kFloat32));  // (batch, M, N) row-major
-  if (beta != 0) copy(c, out);
   const auto* pa = static_cast<const uint16_t*>(a.data());
   const auto* pb = static_cast<const uint16_t*>(b.data());
-  float* pc = c.data_ptr<float>();
+  BFloat16* po = static_cast<BFloat16*>(out.data());  // (batch, M, N) row-major
   auto operand = [](const Tensor& t, const uint16_t* base, int64_t i) {
     MatrixRef m = *matrix_ref(t);
     m.data = base + i * t.stride(0);
@@ -196,20 +223,12 @@ void bmm_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double 
     PackedBf16B& packed = reused;
     pack_bf16_b(operand(b, pb, i), K, N, packed);
     const Bf16Operand ai = operand(a, pa, i);
-    float* ci = pc + i * M * N;
+    BFloat16* oi = po + i * M * N;
     const int64_t block = on_threads ? gemm_thread_block(M * N * K, M) : 0;
-    if (block == 0) {
-      gemm_bf16(M, ai, packed, ci, N, beta != 0);
-      return;
-    }
-    parallel_for(0, M, block, [&](int64_t r0, int64_t r1) {
-      Bf16Operand rows = ai;
-      rows.m.data = static_cast<const uint16_t*>(ai.m.data) + (ai.m.col_major ? r0 : r0 * ai.m.ld);
-      gemm_bf16(r1 - r0, rows, packed, ci + r0 * N, N, beta != 0);
-    });
+    if (block == 0) return bf16_rows(ai, packed, oi, 0, M, beta != 0);
+    parallel_for(0, M, block, [&](int64_t r0, int64_t r1) { bf16_rows(ai, packed, oi, r0, r1, beta != 0); });
   };
   for_each_item(batch, M * N * K, item);
-  copy(out, c);
 }
 
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
