@@ -36,11 +36,13 @@ void check_float32_sums(const std::vector<float>& c, const Tensor& a, const Tens
 }
 
 // The kernel's C = A · B for float32 and bfloat16 operands, row- and column-major, at odd
-// sizes (tails of the 12-row and 32-column tiles, an odd K, K past one 1024-wide block).
+// sizes (tails of the 12-row and 32-column tiles, an odd K, K past one 1024-wide block, M
+// past one 192-row block of packed A).
 void check_gemm_sizes(Bf16GemmKernel kernel) {
   const ForcedBf16Kernel forced(kernel);
   const std::vector<std::array<int64_t, 3>> sizes = {{1, 1, 1}, {7, 3, 1}, {13, 33, 5}, {37, 45, 29},
-                                                     {12, 32, 64}, {50, 70, 1031}, {130, 97, 2}};
+                                                     {12, 32, 64}, {50, 70, 1031}, {130, 97, 2},
+                                                     {201, 40, 1101}};
   for (const auto& [M, N, K] : sizes) {
     for (DType dtype : {kFloat32, kBFloat16}) {
       for (bool a_col : {false, true}) {

@@ -6,7 +6,9 @@
 // - avx512_bf16 (kernels/cpu/gemm_bf16_avx512bf16.cpp): AVX512-BF16's vdpbf16ps, which
 //   multiplies pairs of bfloat16 and adds both products into one float32 lane. B is packed
 //   into panels of 32 columns holding (b[2p][n], b[2p+1][n]) pairs, A into blocks of up to
-//   12 rows of (a[m][2p], a[m][2p+1]) pairs; a 12 x 32 tile of C lives in 24 registers.
+//   12 rows of (a[m][2p], a[m][2p+1]) pairs (a row-major A's rows copied as they are, their
+//   adjacent bfloat16 already pairs; a column-major A's pairs gathered 12 rows per load);
+//   a 12 x 32 tile of C lives in 24 registers, each A pair one broadcast.
 // - float32: the operands, rounded to bfloat16, widened back to float32 and multiplied by
 //   the float32 GEMM (gemm.h): the same products on any x86-64, at float32 speed.
 // Both round each operand once (to nearest even), so they differ only in the order of the

@@ -61,45 +61,53 @@ inline void row_pairs(const Bf16Operand& a, int64_t m, int64_t p0, int64_t n, ui
   for (; p < n; ++p) out[p] = uint32_t(round_to_bf16(row[2 * p])) | uint32_t(round_to_bf16(row[2 * p + 1])) << 16;
 }
 
-// A[m0 : m0+mc, 2·p0 : 2·(p0+kcp)] as row groups of kTileRows: group g holds (p, r) at
-// out[g·kTileRows·kcp + p·R + r], R the group's rows.
+// Where pair p of row r of a packed group of A is: across (p·R + r, R the group's rows: a
+// column-major A's pairs, R per load) or along (r·kBlockPairs + p: a row-major A's rows of
+// pairs as they are in memory, no transposition). The tile reads either with one broadcast.
+enum class ALayout { Across, Along };
+
+template <ALayout L>
+constexpr int64_t group_stride(int64_t kcp) {  // uint32 between two groups of kTileRows rows
+  return L == ALayout::Across ? kTileRows * kcp : kTileRows * kBlockPairs;
+}
+
+// A[m0 : m0+mc, 2·p0 : 2·(p0+kcp)] as row groups of kTileRows, group g at
+// out[g·group_stride], laid across for a column-major A, along for a row-major one.
 void pack_a_block(const Bf16Operand& a, int64_t M, int64_t K, int64_t m0, int64_t mc, int64_t p0, int64_t kcp,
                   uint32_t* out) {
   // Pairs wholly inside K; a last pair that holds only column K-1 goes the slow way.
   const int64_t full = std::min(kcp, K / 2 - p0);
-  uint32_t rows_of_pairs[kTileRows * kBlockPairs];  // (R, full) row-major, row stride kBlockPairs
-  const __m512i lane_rows = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(int(kBlockPairs)));
   const int64_t groups = (mc + kTileRows - 1) / kTileRows;
-  if (a.m.col_major) {
-    // A group's rows are adjacent in each column: R pairs per load. Column by column across
-    // all groups, so each column of the block is read once, in order.
-    for (int64_t p = 0; p < full; ++p) {
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t R = std::min<int64_t>(kTileRows, mc - g * kTileRows);
-        _mm512_mask_storeu_epi32(out + g * kTileRows * kcp + p * R, __mmask16((1u << R) - 1),
-                                 pairs_across(a, 2 * (p0 + p), m0 + g * kTileRows, __mmask16((1u << R) - 1)));
-      }
+  if (!a.m.col_major) {
+    for (int64_t r = 0; r < mc; ++r) {
+      uint32_t* dst = out + (r / kTileRows) * group_stride<ALayout::Along>(kcp) + (r % kTileRows) * kBlockPairs;
+      row_pairs(a, m0 + r, p0, full, dst);
+      for (int64_t p = std::max<int64_t>(full, 0); p < kcp; ++p)
+        dst[p] = pair_at(a, M, K, m0 + r, 2 * (p0 + p), false);
+    }
+    return;
+  }
+  // Column-major: a group's rows are adjacent in each column, R pairs per load. Column by
+  // column across all groups, so each column of the block is read once, in order.
+  for (int64_t p = 0; p < full; ++p) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t R = std::min<int64_t>(kTileRows, mc - g * kTileRows);
+      const __mmask16 rows = __mmask16((1u << R) - 1);
+      _mm512_mask_storeu_epi32(out + g * group_stride<ALayout::Across>(kcp) + p * R, rows,
+                               pairs_across(a, 2 * (p0 + p), m0 + g * kTileRows, rows));
     }
   }
-  for (int64_t g = 0; g < groups; ++g) {
+  for (int64_t g = 0; g < groups; ++g) {  // a last pair holding only column K-1
     const int64_t R = std::min<int64_t>(kTileRows, mc - g * kTileRows);
-    const __mmask16 rows = __mmask16((1u << R) - 1);
-    uint32_t* dst = out + g * kTileRows * kcp;
-    const int64_t g0 = m0 + g * kTileRows;
-    if (!a.m.col_major) {  // each row's pairs converted in order, then one gather across the R rows per pair
-      for (int64_t r = 0; r < R; ++r) row_pairs(a, g0 + r, p0, full, rows_of_pairs + r * kBlockPairs);
-      for (int64_t p = 0; p < full; ++p)
-        _mm512_mask_storeu_epi32(dst + p * R, rows,
-                                 _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), rows, lane_rows, rows_of_pairs + p, 4));
-    }
+    uint32_t* dst = out + g * group_stride<ALayout::Across>(kcp);
     for (int64_t p = std::max<int64_t>(full, 0); p < kcp; ++p)
-      for (int64_t r = 0; r < R; ++r) dst[p * R + r] = pair_at(a, M, K, g0 + r, 2 * (p0 + p), false);
+      for (int64_t r = 0; r < R; ++r) dst[p * R + r] = pair_at(a, M, K, m0 + g * kTileRows + r, 2 * (p0 + p), false);
   }
 }
 
-// C tile (R, ncols) (+)= A group (R rows x kcp pairs) · B panel slice (kcp pairs x 32).
-template <int R>
+// C tile (R, ncols) (+)= A group (R rows x kcp pairs, laid out as L) · B panel slice (kcp
+// pairs x 32).
+template <int R, ALayout L>
 void tile(const uint32_t* a, const uint32_t* b, int64_t kcp, float* c, int64_t ldc, int64_t ncols, bool accumulate) {
   __m512 acc[R][2];
 #pragma GCC unroll 12
@@ -109,7 +117,8 @@ void tile(const uint32_t* a, const uint32_t* b, int64_t kcp, float* c, int64_t l
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * kPanel + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(a[p * R + r]));
+      const uint32_t pair = a[L == ALayout::Across ? p * R + r : r * kBlockPairs + p];
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(pair));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
@@ -130,8 +139,10 @@ void tile(const uint32_t* a, const uint32_t* b, int64_t kcp, float* c, int64_t l
 }
 
 using TileFn = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t, bool);
-constexpr TileFn kTiles[kTileRows + 1] = {nullptr,  &tile<1>, &tile<2>,  &tile<3>,  &tile<4>,  &tile<5>, &tile<6>,
-                                          &tile<7>, &tile<8>, &tile<9>, &tile<10>, &tile<11>, &tile<12>};
+template <ALayout L>
+constexpr TileFn kTiles[kTileRows + 1] = {nullptr,     &tile<1, L>, &tile<2, L>,  &tile<3, L>,  &tile<4, L>,
+                                          &tile<5, L>, &tile<6, L>, &tile<7, L>,  &tile<8, L>,  &tile<9, L>,
+                                          &tile<10, L>, &tile<11, L>, &tile<12, L>};
 
 }  // namespace
 
@@ -176,13 +187,16 @@ void gemm_bf16_avx512bf16(int64_t M, const Bf16Operand& a, const uint32_t* b_pai
     for (int64_t m0 = 0; m0 < M; m0 += kBlockRows) {
       const int64_t mc = std::min(kBlockRows, M - m0);
       pack_a_block(a, M, K, m0, mc, p0, kcp, a_block);
+      const bool across = a.m.col_major;
+      const int64_t stride = across ? group_stride<ALayout::Across>(kcp) : group_stride<ALayout::Along>(kcp);
       for (int64_t j = 0; j < panels; ++j) {
         const uint32_t* b = b_pairs + (j * Kp + p0) * kPanel;
         const int64_t ncols = std::min(kPanel, N - j * kPanel);
         for (int64_t g = 0; g * kTileRows < mc; ++g) {
           const int64_t R = std::min<int64_t>(kTileRows, mc - g * kTileRows);
           float* ct = c + (m0 + g * kTileRows) * ldc + j * kPanel;
-          kTiles[R](a_block + g * kTileRows * kcp, b, kcp, ct, ldc, ncols, accumulate || p0 > 0);
+          const TileFn fn = across ? kTiles<ALayout::Across>[R] : kTiles<ALayout::Along>[R];
+          fn(a_block + g * stride, b, kcp, ct, ldc, ncols, accumulate || p0 > 0);
         }
       }
     }
