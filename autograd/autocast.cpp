@@ -57,6 +57,8 @@ Tensor cast_by(const Tensor& x, kernels::CastPolicy policy, const DeviceAutocast
       return x.dtype() == device.dtype ? x : cast_parameter(x, device.dtype);
     case kernels::CastPolicy::Float32:
       return is_low_precision(x.dtype()) ? x.to(kFloat32) : x;
+    case kernels::CastPolicy::Float16:
+      return x.dtype() == kFloat16 ? x : cast_parameter(x, kFloat16);
     case kernels::CastPolicy::Keep:
       return x;
   }

@@ -18,6 +18,15 @@
 // - The reserve (kernels::RNNReserve) is indexed by time, not by step: forward writes
 //   gates, h_prev and GRU's gh_n at every (step, row), and LSTM's c_prev and tanh_c only
 //   where the row is valid (they start at zero).
+//
+// Note [16-bit recurrent layers]
+// A bfloat16 or float16 layer (autocast's, kernels/autocast_policy.h) runs the float32
+// algorithm on its inputs widened to float32 (exact) and rounds y, h_n and c_n (in backward
+// each gradient) back once: the gate math and the cell state stay float32, as mixed
+// precision and oneDNN's bfloat16 LSTM have them, and the reserve stays float32. The CPU
+// kernels (which also multiply bfloat16 operands on the bfloat16 GEMM: Note [16-bit
+// recurrent layers on the CPU]) and the CUDA sweep both run it (forward_in_float32,
+// backward_in_float32 below); cuDNN runs float16 layers itself (kernels/cuda/cudnn_rnn.cpp).
 #pragma once
 
 #include <cstdint>
@@ -184,6 +193,42 @@ RNNLayerGrads finish_backward(const RNNLayerInput& in, const RNNReserve& r, cons
   out.dh0 = s.dh;
   out.dc0 = s.dc;
   return out;
+}
+
+inline bool is_16_bit(DType d) { return d == kBFloat16 || d == kFloat16; }
+
+// t in dtype d (a copy; undefined stays undefined).
+inline Tensor in_dtype(const Tensor& t, DType d) {
+  if (!t.defined() || t.dtype() == d) return t;
+  Tensor out = empty(t.sizes(), t.options().dtype(d));
+  copy(out, t);
+  return out;
+}
+
+inline RNNLayerInput widened(const RNNLayerInput& in) {
+  RNNLayerInput f = in;
+  for (Tensor* t : {&f.x, &f.h0, &f.c0, &f.w_ih, &f.w_hh, &f.b_ih, &f.b_hh}) *t = in_dtype(*t, kFloat32);
+  return f;
+}
+
+// A 16-bit layer's forward (Note [16-bit recurrent layers]): `forward(widened input)` is
+// the float32 algorithm; y, h_n and c_n come back in the layer's dtype.
+template <typename Forward>
+RNNLayerOutput forward_in_float32(const RNNLayerInput& in, const Forward& forward) {
+  RNNLayerOutput out = forward(widened(in));
+  for (Tensor* t : {&out.y, &out.h_n, &out.c_n}) *t = in_dtype(*t, in.x.dtype());
+  return out;  // the reserve stays float32
+}
+
+// Its backward: `backward(widened input, dy, dh_n, dc_n)` in float32 on forward's float32
+// reserve; every gradient comes back in the layer's dtype.
+template <typename Backward>
+RNNLayerGrads backward_in_float32(const RNNLayerInput& in, const Tensor& dy, const Tensor& dh_n, const Tensor& dc_n,
+                                  const Backward& backward) {
+  RNNLayerGrads g =
+      backward(widened(in), in_dtype(dy, kFloat32), in_dtype(dh_n, kFloat32), in_dtype(dc_n, kFloat32));
+  for (Tensor* t : {&g.dx, &g.dh0, &g.dc0, &g.dw_ih, &g.dw_hh, &g.db_ih, &g.db_hh}) *t = in_dtype(*t, in.x.dtype());
+  return g;
 }
 
 }  // namespace loom::kernels::rnn_rules

@@ -1,9 +1,14 @@
 // 16-bit recurrent layers on the CPU (Note [16-bit recurrent layers on the CPU]): under
 // bfloat16 autocast, and as float16 modules, against the same layers in float32 on the
 // same values rounded to 16 bits, forward and every gradient, for each bfloat16 GEMM
-// kernel (the avx512_bf16 one in "[.avx512bf16]", skipped on a CPU without it).
+// kernel (the avx512_bf16 one in "[.avx512bf16]", skipped on a CPU without it). Then the
+// same under CUDA autocast (Note [recurrent layers under CUDA autocast]): on the emulated
+// cuda:0 (the policy and dtypes, on the CPU kernels) and on a GPU ("[.cuda]": cuDNN's
+// float16 layers, the sweep kernels' 16-bit cells).
 #include "test_util.h"
 #include "bf16_kernel_test_util.h"
+#include "core/cuda_emulation.h"
+#include "cuda_test_util.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -33,50 +38,68 @@ void round_parameters(nn::Module& m, DType dtype) {
 }
 
 struct Run {
-  Tensor y, h_n, c_n;
-  std::vector<Tensor> grads;  // of the parameters, then of x
+  std::vector<Tensor> outputs;  // on the CPU, in the dtypes the run gave
+  std::vector<Tensor> grads;    // of the parameters, then of x, on the CPU
 };
 
-template <typename Layer>
-Run run(Layer& layer, const Tensor& x_in, const Tensor& lengths, std::optional<DType> autocast) {
-  for (Tensor& p : layer->parameters()) p.mutable_grad() = Tensor();
-  const Tensor x = x_in.detach().requires_grad_(true);
-  Run r;
+// forward(model, x) on `device` (x moved there), under autocast on that device when one
+// is given, and a backward through a loss that reads every output with fixed random weights.
+template <typename Model, typename Forward>
+Run run(Model& model, const Tensor& x_in, Device device, std::optional<DType> autocast, const Forward& forward) {
+  for (Tensor& p : model->parameters()) p.mutable_grad() = Tensor();
+  const Tensor x = x_in.detach().to(device).requires_grad_(true);
+  std::vector<Tensor> outputs;
   {
     std::optional<amp::AutocastGuard> amp;
-    if (autocast) amp.emplace(kCPU, *autocast);
-    const nn::RNNOutput out = layer(x, nn::RNNState{}, lengths);
-    r.y = out.output;
-    r.h_n = out.h_n;
-    r.c_n = out.c_n;
+    if (autocast) amp.emplace(device, *autocast);
+    outputs = forward(model, x);
   }
-  // A loss that reads every output, with fixed random weights.
   manual_seed(11);
-  Tensor loss = (r.y.to(kFloat32) * randn(r.y.sizes())).sum() + (r.h_n.to(kFloat32) * randn(r.h_n.sizes())).sum();
-  if (r.c_n.defined()) loss = loss + (r.c_n.to(kFloat32) * randn(r.c_n.sizes())).sum();
+  Tensor loss = zeros({}, TensorOptions().device(device));
+  for (const Tensor& y : outputs) loss = loss + (y.to(kFloat32) * randn(y.sizes()).to(device)).sum();
   loss.backward();
-  for (const Tensor& p : layer->parameters()) r.grads.push_back(p.grad());
-  r.grads.push_back(x.grad());
+  Run r;
+  for (const Tensor& y : outputs) r.outputs.push_back(y.detach().to(kCPU));
+  for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().to(kCPU));
+  r.grads.push_back(x.grad().to(kCPU));
   return r;
+}
+
+// A 16-bit run against the float32 one on the same rounded values: its outputs in `dtype`,
+// float32 gradients for the float32 parameters and input (PyTorch's dtypes under autocast),
+// each within tol · the reference's scale.
+void check_run(const Run& low, const Run& ref, DType dtype, double tol_out, double tol_grad, const std::string& name) {
+  REQUIRE(low.outputs.size() == ref.outputs.size());
+  for (size_t i = 0; i < ref.outputs.size(); ++i) {
+    INFO(name << " output " << i);
+    REQUIRE(low.outputs[i].dtype() == dtype);
+    check_near(low.outputs[i], ref.outputs[i], tol_out, name + " output " + std::to_string(i));
+  }
+  REQUIRE(low.grads.size() == ref.grads.size());
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    INFO(name << " gradient " << i);
+    REQUIRE(low.grads[i].dtype() == kFloat32);
+    check_near(low.grads[i], ref.grads[i], tol_grad, name + " gradient " + std::to_string(i));
+  }
+}
+
+// y, h_n and c_n (LSTM) of a layer.
+auto layer_outputs(const Tensor& lengths) {
+  return [lengths](auto& layer, const Tensor& x) {
+    const nn::RNNOutput out = layer(x, nn::RNNState{}, lengths);
+    std::vector<Tensor> v{out.output, out.h_n};
+    if (out.c_n.defined()) v.push_back(out.c_n);
+    return v;
+  };
 }
 
 template <typename Layer>
 void check_layer_bf16(Layer& layer, const Tensor& x, const Tensor& lengths, const std::string& name) {
   round_parameters(*layer, kBFloat16);
   const Tensor xr = x.to(kBFloat16).to(kFloat32);
-  const Run low = run(layer, xr, lengths, kBFloat16);
-  const Run ref = run(layer, xr, lengths, std::nullopt);
-  // PyTorch 2.15's dtypes under CPU autocast: the outputs in bfloat16, float32 gradients
-  // for the float32 parameters and input.
-  REQUIRE(low.y.dtype() == kBFloat16);
-  REQUIRE(low.h_n.dtype() == kBFloat16);
-  check_near(low.y, ref.y, 3e-2, name + " y");
-  check_near(low.h_n, ref.h_n, 3e-2, name + " h_n");
-  if (ref.c_n.defined()) check_near(low.c_n, ref.c_n, 3e-2, name + " c_n");
-  for (size_t i = 0; i < ref.grads.size(); ++i) {
-    REQUIRE(low.grads[i].dtype() == kFloat32);
-    check_near(low.grads[i], ref.grads[i], 5e-2, name + " gradient " + std::to_string(i));
-  }
+  // PyTorch 2.15's dtypes under CPU autocast: the outputs in bfloat16.
+  check_run(run(layer, xr, kCPU, kBFloat16, layer_outputs(lengths)),
+            run(layer, xr, kCPU, std::nullopt, layer_outputs(lengths)), kBFloat16, 3e-2, 5e-2, name);
 }
 
 void check_layers_bf16() {
@@ -133,4 +156,80 @@ TEST_CASE("16-bit recurrent layers: a float16 LSTM and GRU cell match float32 on
   const Tensor h_ref = cell(x.select(0, 0));
   cell->to(kFloat16);
   check_near(cell(x.select(0, 0).to(kFloat16)), h_ref, 5e-3, "float16 GRUCell h");
+}
+
+// ---- under CUDA autocast: the layers in float16, the cells in the autocast dtype ----------
+
+namespace {
+
+// `model` (float32, on the CPU) and a copy on `device` under CUDA autocast with `autocast`,
+// which runs it in `runs_in`: the copy against the CPU model in float32 on the values the
+// device multiplies (parameters and input rounded to `runs_in`).
+template <typename Model, typename Forward>
+void check_under_autocast(Model cpu_model, Model device_model, const Tensor& x, Device device, DType autocast,
+                          DType runs_in, const Forward& forward, const std::string& name) {
+  round_parameters(*cpu_model, runs_in);
+  device_model->load_state_dict(cpu_model->state_dict());
+  device_model->to(device);
+  const Tensor xr = x.to(runs_in).to(kFloat32);
+  // bfloat16 keeps 8 bits, float16 11: the tolerances scale with the rounding.
+  const double tol = runs_in == kBFloat16 ? 3e-2 : 1e-2;
+  check_run(run(device_model, xr, device, autocast, forward), run(cpu_model, xr, kCPU, std::nullopt, forward),
+            runs_in, tol, 5 * tol / 3, name);
+}
+
+// LSTM, GRU and RNN (2 layers, bidirectional, with lengths) and each cell on `device` (a GPU,
+// or the host-emulated cuda:0) under CUDA float16 and bfloat16 autocast.
+void check_cuda_autocast(Device device) {
+  manual_seed(5);
+  const Tensor x = random_nonzero({5, 7, 6}, kFloat32, -1.5, 1.5);  // (B, T, I), batch_first
+  const Tensor lengths = tensor<int64_t>({7, 3, 5, 1, 7});
+  const auto opts = nn::RNNOptions(6, 11).num_layers(2).bidirectional(true).batch_first(true);
+  // A cell's input (B, I) and a non-zero state (B, H), exact in both 16-bit dtypes (a zero
+  // state would leave W_hh's gradient zero).
+  const Tensor xc = x.select(1, 0).contiguous();
+  const Tensor h0 = random_nonzero({5, 9}, kFloat32, -1, 1).to(kBFloat16).to(kFloat32);
+  const Tensor c0 = random_nonzero({5, 9}, kFloat32, -1, 1).to(kBFloat16).to(kFloat32);
+  auto lstm_cell = [&](nn::LSTMCell& m, const Tensor& in) {
+    const nn::RNNState s = m(in, nn::RNNState{h0.to(in.device()), c0.to(in.device())});
+    return std::vector<Tensor>{s.h, s.c};
+  };
+  auto cell = [&](auto& m, const Tensor& in) { return std::vector<Tensor>{m(in, h0.to(in.device()))}; };
+  for (DType autocast : {kFloat16, kBFloat16}) {
+    const std::string under = std::string(" under CUDA ") + dtype_name(autocast) + " autocast";
+    // The layers in float16 whatever the autocast dtype, as PyTorch's cuDNN wrapper
+    // (Note [recurrent layers under CUDA autocast]).
+    check_under_autocast(nn::LSTM(opts), nn::LSTM(opts), x, device, autocast, kFloat16, layer_outputs(lengths),
+                         "LSTM" + under);
+    check_under_autocast(nn::GRU(opts), nn::GRU(opts), x, device, autocast, kFloat16, layer_outputs(lengths),
+                         "GRU" + under);
+    check_under_autocast(nn::RNN(opts), nn::RNN(opts), x, device, autocast, kFloat16, layer_outputs(lengths),
+                         "RNN tanh" + under);
+    // The cells in the autocast dtype.
+    check_under_autocast(nn::LSTMCell(6, 9), nn::LSTMCell(6, 9), xc, device, autocast, autocast, lstm_cell,
+                         "LSTMCell" + under);
+    check_under_autocast(nn::GRUCell(6, 9), nn::GRUCell(6, 9), xc, device, autocast, autocast, cell,
+                         "GRUCell" + under);
+    check_under_autocast(nn::RNNCell(6, 9), nn::RNNCell(6, 9), xc, device, autocast, autocast, cell,
+                         "RNNCell tanh" + under);
+    check_under_autocast(nn::RNNCell(6, 9, true, "relu"), nn::RNNCell(6, 9, true, "relu"), xc, device, autocast,
+                         autocast, cell, "RNNCell relu" + under);
+  }
+}
+
+}  // namespace
+
+#ifndef LOOM_WITH_CUDA
+// The policy and the dtypes on the host-emulated cuda:0, where the CPU's 16-bit kernels run.
+TEST_CASE("16-bit recurrent layers under CUDA autocast, on the emulated cuda:0", "[rnn_16bit][cuda_emulation]") {
+  cuda::EmulationGuard emulate;
+  check_cuda_autocast(kCUDA);
+}
+#endif
+
+// On a GPU: cuDNN's float16 layers and the sweep kernels' 16-bit cells.
+TEST_CASE("cuda: 16-bit recurrent layers and cells under CUDA float16 and bfloat16 autocast match float32",
+          "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  check_cuda_autocast(kCUDA);
 }

@@ -15,13 +15,12 @@
 // holds the GEMMs around the sweep, shared with the CUDA kernels.
 //
 // Note [16-bit recurrent layers on the CPU]
-// A bfloat16 or float16 layer (autocast's, kernels/autocast_policy.h) runs the float32
-// sweep on its inputs widened to float32 (exact) and rounds y, h_n and c_n (and in
-// backward each gradient) back once: the gate math and the cell state stay float32, as
-// the issue of mixed precision and oneDNN's bfloat16 LSTM have them. For bfloat16 every
-// GEMM is the bfloat16 GEMM (Note [bfloat16 GEMM]): its operands (x, h, the gate
-// gradients, the weights) are rounded to bfloat16, the sums are float32, and W_hh is
-// packed once per sweep, not per step. float16 keeps float32 GEMMs (correct, not fast).
+// A bfloat16 or float16 layer runs the float32 sweep on its inputs widened to float32 and
+// rounds its outputs and gradients back once (Note [16-bit recurrent layers],
+// kernels/rnn_rules.h). For bfloat16 every GEMM is the bfloat16 GEMM (Note [bfloat16
+// GEMM]): its operands (x, h, the gate gradients, the weights) are rounded to bfloat16,
+// the sums are float32, and W_hh is packed once per sweep, not per step. float16 keeps
+// float32 GEMMs (correct, not fast).
 #include <algorithm>
 #include <cstring>
 
@@ -126,20 +125,6 @@ class Bf16BackwardProducts {
   mutable const void* packed_from_ = nullptr;
   mutable Shape packed_sizes_;
 };
-
-// t in dtype d (a copy; undefined stays undefined).
-Tensor in_dtype(const Tensor& t, DType d) {
-  if (!t.defined() || t.dtype() == d) return t;
-  Tensor out = empty(t.sizes(), t.options().dtype(d));
-  copy(out, t);
-  return out;
-}
-
-RNNLayerInput widened(const RNNLayerInput& in) {
-  RNNLayerInput f = in;
-  for (Tensor* t : {&f.x, &f.h0, &f.c0, &f.w_ih, &f.w_hh, &f.b_ih, &f.b_hh}) *t = in_dtype(*t, kFloat32);
-  return f;
-}
 
 // Adds bias (N) to every row of the contiguous (M, N) matrix x.
 template <typename S>
@@ -336,19 +321,14 @@ namespace cpu {
 namespace {
 
 // The router has checked the layer (kernels/rnn_layer_check.h).
-bool is_16_bit(DType d) { return d == kBFloat16 || d == kFloat16; }
-
 Gemms gemms_of(DType d) { return d == kBFloat16 ? Gemms::BFloat16 : Gemms::Native; }
 
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
   const Dims3 d = rnn_layer_dims(in);
   const DType dtype = in.x.dtype();
-  if (is_16_bit(dtype)) {  // Note [16-bit recurrent layers on the CPU]
-    RNNLayerOutput out = forward_impl<float>(widened(in), d, gemms_of(dtype));
-    out.y = in_dtype(out.y, dtype);
-    out.h_n = in_dtype(out.h_n, dtype);
-    out.c_n = in_dtype(out.c_n, dtype);
-    return out;  // the reserve stays float32
+  if (rnn_rules::is_16_bit(dtype)) {  // Note [16-bit recurrent layers on the CPU]
+    return rnn_rules::forward_in_float32(
+        in, [&](const RNNLayerInput& f) { return forward_impl<float>(f, d, gemms_of(dtype)); });
   }
   return dispatch_floating(dtype, "rnn", [&]<typename S>() -> RNNLayerOutput {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) return forward_impl<S>(in, d, Gemms::Native);
@@ -360,11 +340,11 @@ RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& rese
                                  const Tensor& dh_n, const Tensor& dc_n) {
   const Dims3 d = rnn_layer_dims(in);
   const DType dtype = in.x.dtype();
-  if (is_16_bit(dtype)) {
-    RNNLayerGrads g = backward_impl<float>(widened(in), reserve, in_dtype(dy, kFloat32), in_dtype(dh_n, kFloat32),
-                                           in_dtype(dc_n, kFloat32), d, gemms_of(dtype));
-    for (Tensor* t : {&g.dx, &g.dh0, &g.dc0, &g.dw_ih, &g.dw_hh, &g.db_ih, &g.db_hh}) *t = in_dtype(*t, dtype);
-    return g;
+  if (rnn_rules::is_16_bit(dtype)) {
+    return rnn_rules::backward_in_float32(
+        in, dy, dh_n, dc_n, [&](const RNNLayerInput& f, const Tensor& dy32, const Tensor& dh32, const Tensor& dc32) {
+          return backward_impl<float>(f, reserve, dy32, dh32, dc32, d, gemms_of(dtype));
+        });
   }
   return dispatch_floating(dtype, "rnn", [&]<typename S>() -> RNNLayerGrads {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>)

@@ -3,6 +3,12 @@
 // directions in one call — the CUDA backend's kernels::rnn_stack_forward/backward
 // (kernels/kernels.h). Compiled to nothing but an empty registration without cuDNN
 // (LOOM_WITH_CUDNN), where the layers run the sweep kernels of kernels/cuda/rnn.cu.
+// float16 (the layers under CUDA autocast: Note [recurrent layers under CUDA autocast])
+// runs on tensor cores with float32 math (CUDNN_TENSOR_OP_MATH, math precision
+// CUDNN_DATA_FLOAT), as PyTorch's; every tensor, the weights included, is in the input's
+// dtype (autocast's casts), and so are the gradients, which the casts' backward widens to
+// the parameters' float32. bfloat16 takes the sweep kernels (Note [16-bit recurrent
+// layers]): cuDNN takes it only from 9.13 on.
 //
 // Note [cuDNN weight packing]
 // cuDNN keeps every weight and bias in one flat "weight space" whose layout it chooses;
@@ -145,6 +151,36 @@ int32_t to_int(int64_t v, const char* what) {
   return int32_t(v);
 }
 
+// cuDNN reads every tensor as x's data type and copies the weights byte for byte
+// (Note [cuDNN weight packing]): a float32 weight beside a float16 input (an autocast
+// cast missed) must be an error, not a wrong result.
+void check_like_input(const Tensor& x, const std::vector<Tensor>& tensors, const char* what) {
+  for (const Tensor& t : tensors) {
+    LOOM_CHECK(!t.defined() || t.dtype() == x.dtype(), DTypeError, "cudnn_rnn: a ", what, " of shape ",
+               shape_str(t.sizes()), " is ", dtype_name(t.dtype()), ", the input ", dtype_name(x.dtype()));
+    LOOM_CHECK(!t.defined() || t.device() == x.device(), DeviceError, "cudnn_rnn: a ", what, " of shape ",
+               shape_str(t.sizes()), " is on ", t.device(), ", the input on ", x.device());
+  }
+}
+
+// w_ih (G·H, I or D·H), w_hh (G·H, H), b_ih and b_hh (G·H) per layer and direction: the
+// copies of the weight map read whole gate blocks of them.
+void check_weight_sizes(const RNNStackConfig& c, const std::vector<Tensor>& weights) {
+  const int64_t D = c.bidirectional ? 2 : 1, H = c.hidden_size, GH = rnn_gates(c.mode) * H;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const int64_t in = layer == 0 ? c.input_size : D * H;
+    for (int64_t k = layer * D; k < (layer + 1) * D; ++k) {
+      const Tensor* w = &weights[size_t(4 * k)];
+      const Shape expected[4] = {{GH, in}, {GH, H}, {GH}, {GH}};
+      for (int i = 0; i < 4; ++i)
+        LOOM_CHECK((i >= 2 && !w[i].defined()) || (w[i].defined() && w[i].sizes() == expected[i]), ShapeError,
+                   "cudnn_rnn: weight ", i, " of layer ", layer, " has shape ",
+                   w[i].defined() ? shape_str(w[i].sizes()) : std::string("(undefined)"), ", expected ",
+                   shape_str(expected[i]));
+    }
+  }
+}
+
 }  // namespace
 
 struct CudnnRNNSaved : RNNStackSaved {
@@ -281,6 +317,9 @@ RNNStackOutput cudnn_rnn_forward(const RNNStackConfig& config, const Tensor& x, 
   const int64_t D = config.bidirectional ? 2 : 1, H = config.hidden_size;
   LOOM_CHECK(int64_t(weights.size()) == 4 * config.num_layers * D, ValueError, "cudnn_rnn: ", weights.size(),
              " weights for ", config.num_layers, " layers and ", D, " directions (expected 4 per layer and direction)");
+  check_like_input(x, {hx, cx}, "state");
+  check_like_input(x, weights, "weight");
+  check_weight_sizes(config, weights);
   ::loom::cuda::DeviceGuard guard(x.device());
   auto s = std::make_shared<CudnnRNNSaved>();
   s->config = config;

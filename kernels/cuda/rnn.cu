@@ -3,7 +3,12 @@
 // step's functor launched as one grid-stride kernel on the current stream. The sweep is
 // also what the fused cell modules (nn::LSTMCell, ...) run: a one-step layer.
 // nn::RNN/LSTM/GRU use cuDNN instead where it is available (kernels/cuda/cudnn_rnn.cpp).
+// A bfloat16 or float16 layer or cell (autocast's) runs the float32 sweep on its inputs
+// widened to float32 and rounds what it returns once (Note [16-bit recurrent layers]):
+// float32 gate math, cell state and reserve, float32 GEMMs.
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
@@ -34,8 +39,11 @@ struct LaunchForEach {
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
   ::loom::cuda::DeviceGuard guard(in.x.device());
   const LaunchForEach exec{in.x.device().index};
-  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename T>() {
-    return rnn_sweep::forward<T>(in, exec);
+  if (rnn_rules::is_16_bit(in.x.dtype()))
+    return rnn_rules::forward_in_float32(in, [&](const RNNLayerInput& f) { return rnn_sweep::forward<float>(f, exec); });
+  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename T>() -> RNNLayerOutput {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) return rnn_sweep::forward<T>(in, exec);
+    else throw DTypeError("rnn: unsupported dtype");
   });
 }
 
@@ -43,8 +51,16 @@ RNNLayerGrads rnn_layer_backward(const RNNLayerInput& in, const RNNReserve& rese
                                  const Tensor& dh_n, const Tensor& dc_n) {
   ::loom::cuda::DeviceGuard guard(in.x.device());
   const LaunchForEach exec{in.x.device().index};
-  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename T>() {
-    return rnn_sweep::backward<T>(in, reserve, dy, dh_n, dc_n, exec);
+  if (rnn_rules::is_16_bit(in.x.dtype())) {
+    return rnn_rules::backward_in_float32(
+        in, dy, dh_n, dc_n, [&](const RNNLayerInput& f, const Tensor& dy32, const Tensor& dh32, const Tensor& dc32) {
+          return rnn_sweep::backward<float>(f, reserve, dy32, dh32, dc32, exec);
+        });
+  }
+  return dispatch_floating(in.x.dtype(), "rnn", [&]<typename T>() -> RNNLayerGrads {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      return rnn_sweep::backward<T>(in, reserve, dy, dh_n, dc_n, exec);
+    else throw DTypeError("rnn: unsupported dtype");
   });
 }
 
