@@ -11,18 +11,22 @@
 //   bias: undefined, or an additive mask of q's dtype viewed as (N, L, S) with any strides
 //   (0 on broadcast dims; -inf masks a key out).
 // causal keeps keys j <= i (top-left aligned); scale multiplies q k^T before the bias.
+// dropout (p > 0) drops weights after the softmax by the keep bits of its Philox stream,
+// the same in the forward and the backward and on every device (Note [attention dropout]
+// in kernels/attention_dropout.h); out is then the dropped output, lse the undropped one.
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/attention_dropout.h"
 
 namespace loom::kernels {
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& bias, bool causal, double scale);
+                       const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout = {});
 // dq, dk, dv (q's, k's, v's shapes) overwritten; lse and out are the forward's.
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& bias, bool causal, double scale);
+                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout = {});
 // Whether q's device's backend has fused kernels for q (N, L, E) and v (N, S, Ev): their
 // dtype and head dims E, Ev (else the caller composes the ops).
 bool has_attention_kernels(const Tensor& q, const Tensor& v);

@@ -156,24 +156,25 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
 }
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& bias, bool causal, double scale) {
+                       const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
   LOOM_ASSERT(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && out.dim() == 3 && q.is_contiguous() &&
                   k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
-                  (!bias.defined() || bias.dim() == 3),
+                  (!bias.defined() || bias.dim() == 3) && dropout.p >= 0 && dropout.p < 1,
               op, ": bad arguments");
   slot(route(op, {&out, &lse, &q, &k, &v, &bias}), &Backend::attention_forward, op)(out, lse, q, k, v, bias, causal,
-                                                                                   scale);
+                                                                                   scale, dropout);
 }
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& bias, bool causal, double scale) {
+                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention_backward";
-  LOOM_ASSERT(dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous() && grad_out.is_contiguous(), op,
-              ": bad arguments");
+  LOOM_ASSERT(dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous() && grad_out.is_contiguous() &&
+                  dropout.p >= 0 && dropout.p < 1,
+              op, ": bad arguments");
   slot(route(op, {&dq, &dk, &dv, &grad_out, &q, &k, &v, &out, &lse, &bias}), &Backend::attention_backward, op)(
-      dq, dk, dv, grad_out, q, k, v, out, lse, bias, causal, scale);
+      dq, dk, dv, grad_out, q, k, v, out, lse, bias, causal, scale, dropout);
 }
 
 bool has_attention_kernels(const Tensor& q, const Tensor& v) {

@@ -1,7 +1,8 @@
 // nn::functional::scaled_dot_product_attention, as torch.nn.functional's: the argument
 // checks, autocast, and the choice between the fused kernels (autograd/functions/
-// attention.cpp, Note [online softmax] in kernels/attention_math.h) and the composition of
-// ops they are tested against (detail::sdpa_reference).
+// attention.cpp, Note [online softmax] in kernels/attention_math.h, with dropout inside:
+// Note [attention dropout] in kernels/attention_dropout.h) and the composition of ops they
+// are tested against (detail::sdpa_reference, detail::sdpa_dropout_mask).
 #include <cmath>
 #include <limits>
 
@@ -72,7 +73,7 @@ Tensor additive_mask(const Tensor& mask, DType dtype) {
 namespace detail {
 
 Tensor sdpa_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p,
-                      bool is_causal, std::optional<double> scale) {
+                      bool is_causal, std::optional<double> scale, const Tensor& dropout_keep) {
   const double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
   Tensor scores = q.matmul(k.transpose(-2, -1)) * s;  // (..., L, S)
   const int64_t L = q.size(-2), S = k.size(-2);
@@ -83,8 +84,26 @@ Tensor sdpa_reference(const Tensor& q, const Tensor& k, const Tensor& v, const T
   // before the softmax, so neither its weights nor their gradients are NaN, and zeroed after.
   const Tensor dead = scores.max(-1, true).first.eq(-std::numeric_limits<double>::infinity());  // (..., L, 1)
   Tensor weights = scores.masked_fill(dead, 0.0).softmax(-1).masked_fill(dead, 0.0);
-  if (dropout_p > 0) weights = ::loom::dropout(weights, dropout_p, true);
+  if (dropout_p > 0 && dropout_keep.defined())
+    weights = weights.masked_fill(dropout_keep.logical_not(), 0.0) * (1.0 / (1.0 - dropout_p));
+  else if (dropout_p > 0)
+    weights = ::loom::dropout(weights, dropout_p, true);
   return weights.matmul(v);  // (..., L, Ev)
+}
+
+Tensor sdpa_dropout_mask(uint64_t seed, uint64_t offset, int64_t N, int64_t L, int64_t S, double p) {
+  LOOM_CHECK(N >= 0 && L >= 0 && S >= 0 && p >= 0 && p < 1, ValueError,
+             "sdpa_dropout_mask: expected sizes >= 0 and p in [0, 1), got N ", N, ", L ", L, ", S ", S, ", p ", p);
+  Tensor keep = empty({N, L, S}, kBool);  // (N, L, S)
+  bool* out = keep.data_ptr<bool>();
+  namespace ad = kernels::attention_dropout;
+  const ad::KeepMask m = ad::keep_mask({p, seed, offset}, S);
+  for (int64_t g = 0; g < N * L; ++g)  // global row g = n L + i
+    for (int64_t j = 0; j < S; j += 4) {
+      const unsigned bits = ad::keep_bits4(m, g, j);
+      for (int64_t e = 0; e < 4 && j + e < S; ++e) out[g * S + j + e] = bits >> e & 1;
+    }
+  return keep;
 }
 
 }  // namespace detail
@@ -98,8 +117,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   auto cast = [](const Tensor& t) { return t.defined() ? autocast::cast_input(t, kernels::kCastToLower) : t; };
   const Tensor q = cast(query), k = cast(key), v = cast(value), mask = cast(attn_mask);
   const Shape batch = checked_batch(q, k, v, mask, is_causal, dropout_p);
-  const bool fused =
-      dropout_p == 0 && !(mask.defined() && mask.requires_grad()) && kernels::has_attention_kernels(q, v);
+  const bool fused = (dropout_p == 0 || q.is_cpu()) && !(mask.defined() && mask.requires_grad()) &&
+                     kernels::has_attention_kernels(q, v);
   if (!fused) return detail::sdpa_reference(q, k, v, mask, dropout_p, is_causal, scale);
 
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
@@ -112,7 +131,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   };
   const Tensor bias = mask.defined() ? merged(additive_mask(mask, q.dtype()), L, S) : Tensor();
   const Tensor out = fused_attention(merged(q, L, E), merged(k, S, E), merged(v, S, Ev), bias, is_causal,
-                                     scale.value_or(1.0 / std::sqrt(double(E))));
+                                     scale.value_or(1.0 / std::sqrt(double(E))), dropout_p);
   return out.reshape(with_last_two(batch, L, Ev));  // (..., L, Ev)
 }
 

@@ -1,6 +1,7 @@
 // Stateless forms of the layers, as torch.nn.functional.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "core/tensor.h"
@@ -25,8 +26,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // the query's dtype. is_causal masks keys j > i (and excludes attn_mask); scale defaults to
 // 1 / sqrt(E). A query row with every key masked gets output 0 and gradients 0, as in
 // PyTorch 2.x. dropout_p > 0 drops weights (as PyTorch, whatever the module's mode: pass
-// 0 in evaluation). float32 and float64 on the CPU run fused kernels that never store the
-// (L, S) weights (Note [online softmax], kernels/attention_math.h) unless dropout is on.
+// 0 in evaluation). The fused kernels (the CPU's; the GPU's for float32 and 16-bit with
+// head dims up to 128) never store the (L, S) weights (Note [online softmax],
+// kernels/attention_math.h), nor the dropout mask, which they draw from the default
+// generator (Note [attention dropout], kernels/attention_dropout.h).
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt);
@@ -37,9 +40,17 @@ namespace detail {
 Tensor layer_norm_reference(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                             double eps);
 // The plain composition of ops (matmul, scale, mask, softmax, dropout, matmul) the fused
-// kernels are tested against; the path for the dtypes and devices they do not take.
+// kernels are tested against; the path for the dtypes and devices they do not take. With
+// dropout_p > 0 it draws its own dropout mask, or, given dropout_keep (bool, broadcasting to
+// (..., L, S), true = kept), drops the weights where that is false.
 Tensor sdpa_reference(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
-                      double dropout_p, bool is_causal, std::optional<double> scale);
+                      double dropout_p, bool is_causal, std::optional<double> scale,
+                      const Tensor& dropout_keep = Tensor());
+// The keep mask (N, L, S), bool on the CPU, that the fused kernels draw for batch entries
+// merged into N (q (N, L, E), k (N, S, E)) from the Philox stream (seed, offset) with
+// dropout_p = p (Note [attention dropout]): the generator's (seed, offset) just before the
+// call gives the mask that call used.
+Tensor sdpa_dropout_mask(uint64_t seed, uint64_t offset, int64_t N, int64_t L, int64_t S, double p);
 }  // namespace detail
 
 }  // namespace loom::nn::functional

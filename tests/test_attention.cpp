@@ -1,6 +1,7 @@
 // nn::functional::scaled_dot_product_attention: the fused CPU kernels against the plain
 // composition of ops (detail::sdpa_reference), float64 gradcheck of the fused backward,
-// golden values from PyTorch 2.x (tests/golden/make_attention_golden.py), dropout and errors.
+// golden values from PyTorch 2.x (tests/golden/make_attention_golden.py), dropout inside the
+// fused kernels against the composition on their mask (detail::sdpa_dropout_mask), errors.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -107,34 +108,54 @@ void require_close(const Result& fused, const Result& ref) {
   require_close(fused.dv, ref.dv, 1e-5, 1e-4, "dv");
 }
 
-// The fused path against the composition for one case in dtype: float32 to require_close's
-// tolerances; 16-bit operands (Note [16-bit attention on the CPU]: the fused kernel runs them
-// in float32) against the float32 composition on the same values, to 2 ulps of the dtype
-// (the outputs' one rounding, and the backward reading the rounded output).
-void check_fused_matches_reference(const Case& c, DType dtype = kFloat32) {
-  INFO(describe(c) << " in " << dtype_name(dtype));
+// The generator's Philox stream now: what the next fused call draws its keep bits from.
+struct Stream {
+  uint64_t seed, offset;
+};
+Stream stream_now() { return {default_generator().seed(), default_generator().offset()}; }
+
+// The keep mask the fused kernel draws for case c from `stream` (detail::sdpa_dropout_mask,
+// Note [attention dropout]), as (batch..., L, S).
+Tensor fused_keep_mask(const Case& c, Stream stream, double p) {
+  int64_t N = 1;
+  for (int64_t d : c.batch) N *= d;
+  return F::detail::sdpa_dropout_mask(stream.seed, stream.offset, N, c.L, c.S, p).reshape(cat(c.batch, {c.L, c.S}));
+}
+
+// The fused path against the composition for one case in dtype, with dropout_p: float32
+// to require_close's tolerances, float64 to 1e-11 plus 1e-10 relative; 16-bit operands
+// (Note [16-bit attention on the CPU]: the fused kernel runs them in float32) against the
+// float32 composition on the same values, to 2 ulps of the dtype (the outputs' one
+// rounding, and the backward reading the rounded output). With dropout the composition
+// drops the weights by the fused call's own keep mask.
+void check_fused_matches_reference(const Case& c, DType dtype = kFloat32, double dropout_p = 0) {
+  INFO(describe(c) << " in " << dtype_name(dtype) << ", dropout_p " << dropout_p);
   auto make = [&](const Shape& s) { return random_nonzero(s).to(dtype); };
   const Tensor q = make(cat(c.batch, {c.L, c.E})), k = make(cat(c.batch, {c.S, c.E})),
                v = make(cat(c.batch, {c.S, c.Ev})), gy = make(cat(c.batch, {c.L, c.Ev}));
   const Tensor mask = make_mask(c, dtype);
   const bool causal = c.mask == MaskKind::Causal;
+  const Stream stream = stream_now();
   const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-    Tensor out = F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal);
+    Tensor out = F::scaled_dot_product_attention(a, b, d, mask, dropout_p, causal);
     REQUIRE(ran_fused(out));
     CHECK(out.dtype() == dtype);
     return out;
   });
-  auto f32 = [](const Tensor& t) { return t.defined() && t.dtype() != kBool ? t.to(kFloat32) : t; };
-  const Result ref = run(f32(q), f32(k), f32(v), f32(gy), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-    return F::detail::sdpa_reference(a, b, d, f32(mask), 0.0, causal, std::nullopt);
+  const Tensor keep = dropout_p > 0 ? fused_keep_mask(c, stream, dropout_p) : Tensor();
+  const DType ref_dtype = dtype == kFloat64 ? kFloat64 : kFloat32;
+  auto wide = [&](const Tensor& t) { return t.defined() && t.dtype() != kBool ? t.to(ref_dtype) : t; };
+  const Result ref = run(wide(q), wide(k), wide(v), wide(gy), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    return F::detail::sdpa_reference(a, b, d, wide(mask), dropout_p, causal, std::nullopt, keep);
   });
   if (dtype == kFloat32) return require_close(fused, ref);
-  for (const Tensor* g : {&fused.dq, &fused.dk, &fused.dv}) CHECK(g->dtype() == dtype);
   const double tol = dtype == kBFloat16 ? 1.6e-2 : 2e-3;
-  require_close(f32(fused.out), ref.out, tol, tol, "out");
-  require_close(f32(fused.dq), ref.dq, tol, tol, "dq");
-  require_close(f32(fused.dk), ref.dk, tol, tol, "dk");
-  require_close(f32(fused.dv), ref.dv, tol, tol, "dv");
+  const double atol = dtype == kFloat64 ? 1e-11 : tol, rtol = dtype == kFloat64 ? 1e-10 : tol;
+  for (const Tensor* g : {&fused.dq, &fused.dk, &fused.dv}) CHECK(g->dtype() == dtype);
+  require_close(wide(fused.out), ref.out, atol, rtol, "out");
+  require_close(wide(fused.dq), ref.dq, atol, rtol, "dq");
+  require_close(wide(fused.dk), ref.dk, atol, rtol, "dk");
+  require_close(wide(fused.dv), ref.dv, atol, rtol, "dv");
 }
 
 }  // namespace
@@ -172,22 +193,7 @@ TEST_CASE("sdpa fused kernel matches the composition across many tiles", "[atten
   };
   for (const Case& c : cases) check_fused_matches_reference(c);
   // float64: the same GEMMs in double, to float64 rounding.
-  for (const Case& c : {cases[1], cases[3]}) {
-    INFO("float64 " << describe(c));
-    auto f64 = [&](std::initializer_list<int64_t> tail) { return random_nonzero(cat(c.batch, tail), kFloat64); };
-    const Tensor q = f64({c.L, c.E}), k = f64({c.S, c.E}), v = f64({c.S, c.Ev}), gy = f64({c.L, c.Ev});
-    const Tensor mask = make_mask(c, kFloat64);
-    const bool causal = c.mask == MaskKind::Causal;
-    const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-      return F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal);
-    });
-    const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-      return F::detail::sdpa_reference(a, b, d, mask, 0.0, causal, std::nullopt);
-    });
-    for (auto [a, e, what] : {std::tuple{fused.out, ref.out, "out"}, std::tuple{fused.dq, ref.dq, "dq"},
-                              std::tuple{fused.dk, ref.dk, "dk"}, std::tuple{fused.dv, ref.dv, "dv"}})
-      require_close(a, e, 1e-11, 1e-10, what);
-  }
+  for (const Case& c : {cases[1], cases[3]}) check_fused_matches_reference(c, kFloat64);
 }
 
 // Few (n = batch x heads) against the threads: the backward splits each n's keys into runs
@@ -202,6 +208,8 @@ TEST_CASE("sdpa fused backward splits the keys of a lone head over threads", "[a
   for (const Case& c : {Case{{}, 200, 1100, 16, 8, MaskKind::None}, Case{{1}, 700, 1100, 8, 16, MaskKind::Causal},
                         Case{{2}, 90, 600, 5, 3, MaskKind::FloatLS}})
     check_fused_matches_reference(c);
+  // With dropout every run draws the keep bits of its own keys.
+  check_fused_matches_reference(Case{{1}, 300, 1100, 8, 16, MaskKind::Causal}, kFloat32, 0.3);
 }
 
 TEST_CASE("sdpa broadcasts key and value over the query's leading dims", "[attention]") {
@@ -260,6 +268,31 @@ TEST_CASE("sdpa fused backward passes float64 gradcheck", "[attention]") {
   }
 }
 
+// Every evaluation seeds the generator alike, so the numeric passes and the backward all see
+// one dropout mask (the backward reuses its forward's: Note [attention dropout]).
+TEST_CASE("sdpa fused backward with dropout passes float64 gradcheck", "[attention]") {
+  manual_seed(35);
+  struct GCase {
+    int64_t L, S, E, Ev;
+    MaskKind mask;
+    double p;
+  };
+  for (const GCase& g : {GCase{5, 7, 3, 4, MaskKind::None, 0.5}, GCase{4, 6, 2, 3, MaskKind::FloatBHLS, 0.3},
+                         GCase{7, 5, 3, 2, MaskKind::Causal, 0.3}, GCase{4, 70, 2, 2, MaskKind::BoolBHLS, 0.2}}) {
+    const Case c{{2, 2}, g.L, g.S, g.E, g.Ev, g.mask, false};
+    INFO(describe(c) << ", dropout_p " << g.p);
+    const Tensor mask = make_mask(c, kFloat64);
+    const bool causal = g.mask == MaskKind::Causal;
+    auto f = [&](const std::vector<Tensor>& in) {
+      manual_seed(36);
+      Tensor out = F::scaled_dot_product_attention(in[0], in[1], in[2], mask, g.p, causal);
+      if (out.requires_grad()) REQUIRE(ran_fused(out));
+      return out;
+    };
+    CHECK(gradcheck(f, {leaf({2, 2, g.L, g.E}), leaf({2, 2, g.S, g.E}), leaf({2, 2, g.S, g.Ev})}));
+  }
+}
+
 TEST_CASE("sdpa matches PyTorch 2.x golden values", "[attention]") {
   const SafetensorsFile& golden = golden_file("attention");
   auto fixture = [&](const std::string& name) {
@@ -305,18 +338,111 @@ TEST_CASE("sdpa dropout drops and rescales the attention weights", "[attention]"
   manual_seed(11);
   CHECK(F::scaled_dot_product_attention(q, k, v, Tensor(), 0.5).eq(dropped).all().item<bool>());  // same seed, same draw
   CHECK_FALSE(allclose(dropped, plain, 1e-3, 1e-3));
+  manual_seed(12);
+  CHECK_FALSE(allclose(F::scaled_dot_product_attention(q, k, v, Tensor(), 0.5), dropped, 1e-3, 1e-3));
 
-  // The draw is the weights' dropout mask from the default generator, kept ones scaled by 1 / (1 - p).
-  manual_seed(11);
-  const Tensor keep = bernoulli({2, 2, 6, 9}, 0.5);
+  // The draw is the fused kernel's keep mask from seed 11, kept weights scaled by 1 / (1 - p).
+  const Tensor keep = F::detail::sdpa_dropout_mask(11, 0, 4, 6, 9, 0.5).reshape({2, 2, 6, 9});
   const Tensor weights = (q.matmul(k.transpose(-2, -1)) * 0.5).softmax(-1);  // scale 1 / sqrt(4)
-  require_close(dropped, (weights * keep * 2.0).matmul(v), 1e-6, 1e-5, "dropped");
+  require_close(dropped, (weights * keep.to(kFloat32) * 2.0).matmul(v), 1e-6, 1e-5, "dropped");
 
   // Averaged over many draws, dropout keeps the expected value.
   Tensor mean = zeros_like(plain);
   const int draws = 400;
   for (int i = 0; i < draws; ++i) mean = mean + F::scaled_dot_product_attention(q, k, v, Tensor(), 0.5);
   require_close(mean / double(draws), plain, 0.15, 0.0, "mean of the draws");
+}
+
+// Note [attention dropout]: the fused kernels drop the weights themselves, by keep bits
+// they draw again in the backward; the composition given the same mask is the reference.
+TEST_CASE("sdpa fused dropout matches the composition on the fused kernel's mask", "[attention]") {
+  manual_seed(31);
+  const std::vector<std::pair<Case, double>> cases = {
+      {{{2, 3}, 5, 7, 4, 6, MaskKind::None}, 0.5},
+      {{{2, 2}, 19, 70, 1, 3, MaskKind::BoolLS, true}, 0.2},
+      {{{2, 2}, 21, 65, 3, 5, MaskKind::BoolB11S}, 0.3},
+      {{{2, 3}, 33, 70, 16, 8, MaskKind::FloatBHLS, true}, 0.3},
+      {{{2, 2}, 9, 11, 12, 32, MaskKind::FloatLS}, 0.7},
+      {{{2, 2}, 40, 70, 16, 8, MaskKind::Causal}, 0.1},        // L < S
+      {{{2, 2}, 90, 21, 3, 8, MaskKind::Causal}, 0.4},         // L > S, S no multiple of 4
+      {{{1, 2}, 300, 601, 24, 40, MaskKind::None}, 0.25},      // several tiles each way, partial last ones
+      {{{1, 2}, 300, 530, 24, 40, MaskKind::Causal}, 0.25},
+      {{{2, 1}, 260, 530, 20, 20, MaskKind::BoolB11S}, 0.5},
+      {{{1, 2}, 140, 300, 17, 9, MaskKind::FloatBHLS, true}, 0.15},
+      {{{}, 6, 10, 4, 4, MaskKind::FloatLS}, 0.5},             // 2-D (L, E)
+  };
+  for (const auto& [c, p] : cases) check_fused_matches_reference(c, kFloat32, p);
+  for (size_t i : {size_t(1), size_t(6), size_t(8), size_t(10)})
+    check_fused_matches_reference(cases[i].first, kFloat64, cases[i].second);
+}
+
+TEST_CASE("sdpa fused dropout takes bfloat16 and float16 operands", "[attention]") {
+  manual_seed(32);
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    check_fused_matches_reference({{2, 2}, 21, 65, 3, 5, MaskKind::BoolB11S}, dtype, 0.3);
+    check_fused_matches_reference({{1, 2}, 140, 300, 16, 8, MaskKind::Causal}, dtype, 0.2);
+  }
+}
+
+// The keep bits themselves: their fraction, their independence of (n, i, j) and of the seed
+// and offset, and that the kernel drops exactly the weights the mask says: with q = 0 every
+// weight is 1 / S, and with v the identity out (N, L, S) is keep / (S (1 - p)).
+TEST_CASE("sdpa fused dropout keeps each weight with probability 1 - p, by its mask", "[attention]") {
+  for (double p : {0.1, 0.5, 0.9}) {
+    INFO("p " << p);
+    const int64_t N = 3, L = 400, S = 1001;
+    const Tensor keep = F::detail::sdpa_dropout_mask(77, 5, N, L, S, p);
+    const double n = double(N * L * S), kept = keep.to(kFloat64).sum().item<double>() / n;
+    CHECK(std::abs(kept - (1 - p)) < 5 * std::sqrt(p * (1 - p) / n));
+    // Entries, rows, columns, seeds and offsets draw different bits: each pair agrees about as
+    // often as two independent draws, p^2 + (1 - p)^2, never everywhere.
+    auto agreement = [&](const Tensor& a, const Tensor& b) { return a.eq(b).to(kFloat64).mean().item<double>(); };
+    const double independent = p * p + (1 - p) * (1 - p);
+    auto check_independent = [&](const Tensor& a, const Tensor& b, const char* what) {
+      INFO(what);
+      CHECK(std::abs(agreement(a, b) - independent) < 0.01);
+    };
+    check_independent(keep.select(0, 0), keep.select(0, 1), "batch entries n");
+    check_independent(keep.narrow(1, 0, L / 2), keep.narrow(1, L / 2, L / 2), "query rows i");
+    check_independent(keep.narrow(2, 0, 500), keep.narrow(2, 500, 500), "keys j");
+    check_independent(keep.narrow(2, 0, 500), keep.narrow(2, 1, 500), "neighbouring keys j");
+    check_independent(keep, F::detail::sdpa_dropout_mask(78, 5, N, L, S, p), "seeds");
+    check_independent(keep, F::detail::sdpa_dropout_mask(77, 6, N, L, S, p), "offsets");
+  }
+  // The kernel drops the weights the mask names, across tiles of rows and keys.
+  manual_seed(33);
+  const int64_t N = 2, L = 260, S = 300;
+  const double p = 0.3;
+  const Tensor q = zeros({N, L, 8}), k = random_nonzero({N, S, 8});
+  const Tensor v = arange(S).unsqueeze(1).eq(arange(S)).to(kFloat32).expand({N, S, S}).contiguous();  // identities
+  const Stream stream = stream_now();
+  const Tensor out = F::scaled_dot_product_attention(q, k, v, Tensor(), p);  // (N, L, S)
+  CHECK(default_generator().offset() - stream.offset == uint64_t(N * L * ((S + 3) / 4)));  // the blocks it reserved
+  const Tensor keep = F::detail::sdpa_dropout_mask(stream.seed, stream.offset, N, L, S, p);
+  CHECK(out.ne(0).eq(keep).all().item<bool>());
+  require_close(out, keep.to(kFloat32) / (S * (1 - p)), 1e-9, 1e-6, "out");
+}
+
+TEST_CASE("sdpa fused dropout: the backward uses the forward's mask", "[attention]") {
+  manual_seed(34);
+  const Case c{{2, 2}, 70, 300, 8, 6, MaskKind::None};
+  const double p = 0.4;
+  const Tensor q = random_nonzero({2, 2, 70, 8}), k = random_nonzero({2, 2, 300, 8});
+  const Tensor v = random_nonzero({2, 2, 300, 6});
+  const Tensor gy = random_nonzero({2, 2, 70, 6});
+  const Stream stream = stream_now();
+  const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    Tensor out = F::scaled_dot_product_attention(a, b, d, Tensor(), p);
+    REQUIRE(ran_fused(out));
+    rand({1000});  // another op draws before the backward runs
+    F::scaled_dot_product_attention(a, b, d, Tensor(), p);  // and another attention
+    return out;
+  });
+  const Tensor keep = fused_keep_mask(c, stream, p);
+  const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    return F::detail::sdpa_reference(a, b, d, Tensor(), p, false, std::nullopt, keep);
+  });
+  require_close(fused, ref);
 }
 
 TEST_CASE("sdpa under CPU autocast runs in bfloat16", "[attention]") {

@@ -10,8 +10,10 @@ namespace loom {
 // out (N, L, Ev) = softmax(scale * q k^T + bias) v for q (N, L, E), k (N, S, E),
 // v (N, S, Ev), one float dtype and device, through the fused kernels
 // (kernels/attention.h); bias is undefined or an additive mask viewed as (N, L, S), with
-// no gradient; causal keeps keys j <= i. Gradients flow to q, k and v.
+// no gradient; causal keeps keys j <= i. Gradients flow to q, k and v. dropout_p > 0
+// drops weights by keep bits drawn from the default generator (Note [attention dropout] in
+// kernels/attention_dropout.h), which the backward draws again.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
-                       double scale);
+                       double scale, double dropout_p = 0);
 
 }  // namespace loom

@@ -13,11 +13,14 @@
 // (L, S) matrix; causal tiles wholly above the diagonal are never visited.
 //
 // Forward: one task per (n, tile of query rows), in parallel; it keeps each row's running
-// max and sum and its (kRows, Ev) unnormalised output across the key tiles.
+// max and sum and its (kRows, Ev) unnormalised output across the key tiles. With dropout
+// (Note [attention dropout] in kernels/attention_dropout.h) each tile of exponentials is
+// added to the running sums first, then multiplied by its keep factors before the P V product.
 // Backward (FlashAttention-2): one task per (n, run of key tiles). A run's dk and dv rows are
 // its own; dq rows are shared by the runs of one n, so when n is split in runs (N is
 // below 2 × the threads) every run but the first adds into its own (L, E) buffer, which is
-// summed into dq after.
+// summed into dq after. With dropout the row loop between the products also applies the
+// keep factors: ds from the undropped weights, dv from the dropped ones.
 //
 // Note [16-bit attention on the CPU]
 // bfloat16 operands (CPU autocast runs the op in bfloat16, as PyTorch lists it) stay
@@ -34,6 +37,7 @@
 
 #include "core/factories.h"
 #include "core/parallel.h"
+#include "kernels/attention_dropout.h"
 #include "kernels/attention_math.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/fast_exp.h"
@@ -53,7 +57,8 @@ constexpr int64_t kKeys = 256;  // keys per tile: its N
 
 // The operands as raw pointers: q, k and v (and the backward's dout and out) of storage
 // type In, T (float or double) or bfloat16 (T float, Note [16-bit attention on the CPU]);
-// bias, in T, may be null, its strides (bn, bl, bs) of (N, L, S).
+// bias, in T, may be null, its strides (bn, bl, bs) of (N, L, S). dropout: whether weights
+// are dropped by `keep`, the kept ones scaled by keep_scale.
 template <typename T, typename In = T>
 struct Operands {
   const In *q, *k, *v;
@@ -61,14 +66,24 @@ struct Operands {
   int64_t N, L, S, E, Ev, bn, bl, bs;
   bool causal;
   T scale;
+  bool dropout;
+  attention_dropout::KeepMask keep;
+  T keep_scale;  // 1 / (1 - p)
 };
 
 template <typename T, typename In = T>
 Operands<T, In> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
-                         double scale) {
-  Operands<T, In> o{static_cast<const In*>(q.data()), static_cast<const In*>(k.data()),
-                    static_cast<const In*>(v.data()), nullptr, q.size(0), q.size(1), k.size(1), q.size(2),
-                    v.size(2), 0, 0, 0, causal, T(scale)};
+                         double scale, const AttentionDropout& dropout) {
+  Operands<T, In> o{static_cast<const In*>(q.data()),
+                    static_cast<const In*>(k.data()),
+                    static_cast<const In*>(v.data()),
+                    nullptr,
+                    q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), 0, 0, 0,
+                    causal,
+                    T(scale),
+                    dropout.p > 0,
+                    attention_dropout::keep_mask(dropout, k.size(1)),
+                    T(1.0 / (1.0 - dropout.p))};
   if (bias.defined()) {
     o.bias = static_cast<const T*>(bias.data());
     o.bn = bias.stride(0), o.bl = bias.stride(1), o.bs = bias.stride(2);
@@ -161,12 +176,22 @@ inline void mask_tile(T* s, const Operands<T, In>& o, int64_t n, int64_t i0, int
   }
 }
 
+// z (cols) = the keep factors Z_ij of keys j0 .. j0 + cols - 1 (j0 a multiple of 4) of
+// global query row g = n L + i: keep_scale where kept, 0 where dropped.
+template <typename T, typename In>
+inline void keep_factors(T* z, const Operands<T, In>& o, int64_t g, int64_t j0, int64_t cols) {
+  for (int64_t c = 0; c < cols; c += 4) {
+    const unsigned bits = attention_dropout::keep_bits4(o.keep, g, j0 + c);
+    for (int64_t e = 0; e < 4 && c + e < cols; ++e) z[c + e] = bits >> e & 1 ? o.keep_scale : T(0);
+  }
+}
+
 // Forward tasks [begin, end): task t is query tile t % tiles of n = t / tiles.
 // out (N, L, Ev), lse (N, L).
 template <typename T, typename In>
 inline void forward_tasks(T* out, T* lse, const Operands<T, In>& o, int64_t begin, int64_t end) {
   const int64_t L = o.L, S = o.S, E = o.E, Ev = o.Ev, tiles = (L + kRows - 1) / kRows;
-  std::vector<T> s(size_t(kRows * kKeys)), acc(size_t(kRows * Ev));
+  std::vector<T> s(size_t(kRows * kKeys)), acc(size_t(kRows * Ev)), z(size_t(o.dropout ? kKeys : 0));
   T m[kRows], l[kRows];
   for (int64_t t = begin; t < end; ++t) {
     const int64_t n = t / tiles, i0 = (t % tiles) * kRows, rows = std::min(kRows, L - i0);
@@ -202,6 +227,14 @@ inline void forward_tasks(T* out, T* lse, const Operands<T, In>& o, int64_t begi
           for (int64_t d = 0; d < Ev; ++d) ar[d] *= alpha;
         }
       }
+      if (o.dropout) {  // p_ij *= Z_ij, after the sums took p_ij (Note [attention dropout])
+        for (int64_t r = 0; r < rows; ++r) {
+          T* sr = s.data() + r * kKeys;
+          keep_factors(z.data(), o, n * L + i0 + r, j0, cols);
+#pragma omp simd
+          for (int64_t c = 0; c < cols; ++c) sr[c] *= z[size_t(c)];
+        }
+      }
       // acc (rows, Ev) += p (rows, cols) · v_t (cols, Ev)
       gemm<T>(rows, Ev, cols, T(1), rows_of(s.data(), kKeys), rows_of(vt, Ev), T(1), acc.data(), Ev);
     }
@@ -230,6 +263,7 @@ template <typename T, typename In>
 inline void backward_tasks(const Grads<T, In>& g, const Operands<T, In>& o, int64_t begin, int64_t end) {
   const int64_t N = o.N, L = o.L, S = o.S, E = o.E, Ev = o.Ev, key_tiles = (S + kKeys - 1) / kKeys;
   std::vector<T> p(size_t(kRows * kKeys)), ds(size_t(kRows * kKeys)), D(static_cast<size_t>(L));
+  std::vector<T> z(size_t(o.dropout ? kKeys : 0));
   for (int64_t t = begin; t < end; ++t) {
     const int64_t n = t / g.runs, run = t % g.runs;
     T* dq = run == 0 ? g.dq + n * L * E : g.dq_runs + ((run - 1) * N + n) * L * E;  // (L, E)
@@ -258,18 +292,33 @@ inline void backward_tasks(const Grads<T, In>& g, const Operands<T, In>& o, int6
 #pragma omp simd
           for (int64_t c = 0; c < cols; ++c) pr[c] = exp_nonpositive(pr[c] - lse);
         }
-        // dv_t (cols, Ev) += p^T (cols, rows) · dout_t (rows, Ev)
-        gemm<T>(cols, Ev, rows, T(1), transposed(p.data(), kKeys), rows_of(gt, Ev), T(1), dvt, Ev);
         // dp (rows, cols) = dout_t (rows, Ev) · v_t^T (Ev, cols)
         gemm<T>(rows, cols, Ev, T(1), rows_of(gt, Ev), transposed(vt, Ev), T(0), ds.data(), kKeys);
-        // ds_ij = scale p_ij (dp_ij - D_i), the scale folded in for dq and dk
-        for (int64_t r = 0; r < rows; ++r) {
-          const T Di = D[size_t(i0 + r)];
-          const T* pr = p.data() + r * kKeys;
-          T* dsr = ds.data() + r * kKeys;
+        if (!o.dropout) {
+          // ds_ij = scale p_ij (dp_ij - D_i), the scale folded in for dq and dk
+          for (int64_t r = 0; r < rows; ++r) {
+            const T Di = D[size_t(i0 + r)];
+            const T* pr = p.data() + r * kKeys;
+            T* dsr = ds.data() + r * kKeys;
 #pragma omp simd
-          for (int64_t c = 0; c < cols; ++c) dsr[c] = pr[c] * (dsr[c] - Di) * o.scale;
+            for (int64_t c = 0; c < cols; ++c) dsr[c] = pr[c] * (dsr[c] - Di) * o.scale;
+          }
+        } else {
+          // ds_ij = scale p_ij (Z_ij dp_ij - D_i), then p_ij *= Z_ij for dv (Note [attention dropout])
+          for (int64_t r = 0; r < rows; ++r) {
+            const T Di = D[size_t(i0 + r)];
+            T* pr = p.data() + r * kKeys;
+            T* dsr = ds.data() + r * kKeys;
+            keep_factors(z.data(), o, n * L + i0 + r, j0, cols);
+#pragma omp simd
+            for (int64_t c = 0; c < cols; ++c) {
+              dsr[c] = pr[c] * (z[size_t(c)] * dsr[c] - Di) * o.scale;
+              pr[c] *= z[size_t(c)];
+            }
+          }
         }
+        // dv_t (cols, Ev) += p^T (cols, rows) · dout_t (rows, Ev)
+        gemm<T>(cols, Ev, rows, T(1), transposed(p.data(), kKeys), rows_of(gt, Ev), T(1), dvt, Ev);
         // dq_t (rows, E) += ds (rows, cols) · k_t (cols, E)
         gemm<T>(rows, E, cols, T(1), rows_of(ds.data(), kKeys), rows_of(kt, E), T(1), dq + i0 * E, E);
         // dk_t (cols, E) += ds^T (cols, rows) · q_t (rows, E)
@@ -343,18 +392,18 @@ Tensor float_output(const Tensor& t) { return is_16bit(t.dtype()) ? empty(t.size
 int64_t threads_here() { return in_parallel_region() ? 1 : get_num_threads(); }
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& bias, bool causal, double scale) {
+                       const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const int64_t N = q.size(0), L = q.size(1);
   if (N == 0 || L == 0 || out.numel() == 0) return;
   if (q.dtype() == kFloat16) {  // Note [16-bit attention on the CPU]
     const Tensor out32 = float_output(out);
-    attention_forward(out32, lse, widened(q), widened(k), widened(v), widened(bias), causal, scale);
+    cpu::attention_forward(out32, lse, widened(q), widened(k), widened(v), widened(bias), causal, scale, dropout);
     copy(out, out32);
     return;
   }
   const Tensor out_t = float_output(out), bias_t = widened(bias);  // float32 for bfloat16 operands
   dispatch_attention(q.dtype(), "scaled_dot_product_attention", [&]<typename T, typename In>() {
-    const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale);
+    const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale, dropout);
     T *op = static_cast<T*>(out_t.data()), *lp = static_cast<T*>(lse.data());
     // A task (a tile of rows against every key) is GEMM work enough for a chunk of its own.
     parallel_for(0, N * ((L + kRows - 1) / kRows), 1,
@@ -365,11 +414,11 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& bias, bool causal, double scale) {
+                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   if (q.dtype() == kFloat16) {  // Note [16-bit attention on the CPU]
     const Tensor dq32 = float_output(dq), dk32 = float_output(dk), dv32 = float_output(dv);
-    attention_backward(dq32, dk32, dv32, widened(grad_out), widened(q), widened(k), widened(v), widened(out), lse,
-                       widened(bias), causal, scale);
+    cpu::attention_backward(dq32, dk32, dv32, widened(grad_out), widened(q), widened(k), widened(v), widened(out), lse,
+                            widened(bias), causal, scale, dropout);
     copy(dq, dq32), copy(dk, dk32), copy(dv, dv32);
     return;
   }
@@ -379,7 +428,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
   if (N > 0 && L > 0 && S > 0) {
     dispatch_attention(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T, typename In>() {
-      const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale);
+      const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale, dropout);
       // Runs per n: enough tasks for two per thread, at most one per key tile.
       const int64_t runs = std::clamp<int64_t>((2 * threads_here() + N - 1) / N, 1, (S + kKeys - 1) / kKeys);
       std::vector<T> dq_runs(size_t((runs - 1) * N * L * E), T(0));  // ((runs - 1), N, L, E)

@@ -452,9 +452,10 @@ void launch(Kernel kernel, int64_t blocks, size_t bytes, cudaStream_t stream, co
 int64_t head_dim(const Tensor& q, const Tensor& v) { return std::max(q.size(2), v.size(2)); }
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& bias, bool causal, double scale) {
+                       const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
   LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
+  LOOM_CHECK(dropout.p == 0, NotImplementedError, op, ": the fused CUDA kernel has no dropout yet");
   const int64_t N = q.size(0), L = q.size(1);
   if (N == 0 || L == 0) return;
   ::loom::cuda::DeviceGuard guard(q.device());
@@ -470,9 +471,10 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& bias, bool causal, double scale) {
+                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention_backward";
   LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
+  LOOM_CHECK(dropout.p == 0, NotImplementedError, op, ": the fused CUDA kernel has no dropout yet");
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
   if (N == 0 || L == 0 || S == 0) {  // no product: every gradient is 0 (or empty)
     for (const Tensor* t : {&dq, &dk, &dv}) fill(*t, 0);
