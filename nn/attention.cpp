@@ -117,8 +117,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   auto cast = [](const Tensor& t) { return t.defined() ? autocast::cast_input(t, kernels::kCastToLower) : t; };
   const Tensor q = cast(query), k = cast(key), v = cast(value), mask = cast(attn_mask);
   const Shape batch = checked_batch(q, k, v, mask, is_causal, dropout_p);
-  const bool fused = (dropout_p == 0 || q.is_cpu()) && !(mask.defined() && mask.requires_grad()) &&
-                     kernels::has_attention_kernels(q, v);
+  const bool fused = !(mask.defined() && mask.requires_grad()) && kernels::has_attention_kernels(q, v);
   if (!fused) return detail::sdpa_reference(q, k, v, mask, dropout_p, is_causal, scale);
 
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);

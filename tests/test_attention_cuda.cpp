@@ -4,8 +4,9 @@
 // output and the gradients of q, k and v in float32, float16 and bfloat16, over odd shapes
 // (L != S, partial tiles, E from 1 to 128, Ev != E), bool and additive masks broadcast as
 // padding masks, causal (L < S and L > S) and rows with every key masked. Also: the kernel
-// entry points write exactly their outputs (sentinels around them, NaN inside), and which
-// calls the dispatch leaves to the composition on a GPU. "[.cuda]": skipped without a GPU.
+// entry points write exactly their outputs (sentinels around them, NaN inside), which
+// calls the dispatch leaves to the composition on a GPU, and dropout drawn inside the kernels
+// with the CPU kernel's keep bits (Note [attention dropout]). "[.cuda]": skipped without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -231,8 +232,7 @@ TEST_CASE("cuda sdpa: what the fused kernels do not take runs the composition", 
   CHECK_FALSE(kernels::has_attention_kernels(on_gpu({2, 5, 4}, kFloat16), on_gpu({2, 7, 129}, kFloat16)));
   CHECK_FALSE(kernels::has_attention_kernels(on_gpu({2, 5, 8}, kFloat64), on_gpu({2, 7, 8}, kFloat64)));
 
-  // E = 129 and float64 give the composition's numbers; dropout > 0 takes the composition
-  // too, as on the CPU (the fused kernels have no dropout).
+  // E = 129 and float64 give the composition's numbers.
   for (auto [E, dtype] : {std::pair{int64_t(129), kFloat32}, std::pair{int64_t(16), kFloat64}}) {
     INFO("E " << E << " " << dtype_name(dtype));
     const Tensor q = random_nonzero({2, 6, E}, dtype), k = random_nonzero({2, 9, E}, dtype),
@@ -249,9 +249,76 @@ TEST_CASE("cuda sdpa: what the fused kernels do not take runs the composition", 
     expect_near(got.out, ref.out, {1e-5, 1e-5}, "out");
     expect_near(got.dq, ref.dq, {1e-5, 1e-4}, "dq");
   }
+  // Dropout runs inside the fused kernels (Note [attention dropout]).
   Tensor q = on_gpu({2, 6, 8}, kFloat32).requires_grad_(true);
-  CHECK_FALSE(through_fused_node(F::scaled_dot_product_attention(q, on_gpu({2, 9, 8}, kFloat32),
-                                                                 on_gpu({2, 9, 4}, kFloat32), Tensor(), 0.5)));
+  CHECK(through_fused_node(F::scaled_dot_product_attention(q, on_gpu({2, 9, 8}, kFloat32),
+                                                           on_gpu({2, 9, 4}, kFloat32), Tensor(), 0.5)));
+}
+
+// The CUDA kernels draw the CPU kernel's keep bits for the same (seed, offset): the CPU's
+// fused float64 kernel with dropout, seeded alike, on the same rounded inputs is the
+// reference for the output and the gradients.
+TEST_CASE("cuda sdpa: fused dropout matches the CPU kernel's at the same seed", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(25);
+  const std::vector<std::pair<Case, double>> cases = {
+      {{{2, 2}, 37, 133, 8, 9, Mask::BoolFull, true}, 0.3},  // three key tiles, the last partial
+      {{{2, 2}, 70, 45, 64, 64, Mask::Causal}, 0.2},         // L > S, S no multiple of 4
+      {{{1, 3}, 45, 130, 64, 32, Mask::BoolPadding}, 0.5},
+      {{{1, 2}, 65, 129, 128, 100, Mask::Causal}, 0.1},      // L < S, E != Ev near 128
+      {{{3}, 33, 33, 100, 70, Mask::AdditiveFull}, 0.4},
+  };
+  for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+    for (const auto& [c, p] : cases) {
+      INFO(c.name(dtype) << ", dropout_p " << p);
+      const Tensor q = random_nonzero(c.dims(c.L, c.E), dtype), k = random_nonzero(c.dims(c.S, c.E), dtype);
+      const Tensor v = random_nonzero(c.dims(c.S, c.Ev), dtype), gy = random_nonzero(c.dims(c.L, c.Ev), dtype);
+      const Tensor mask = cpu_mask(c, dtype);
+      const Tensor mask64 = mask.defined() && mask.dtype() != kBool ? mask.to(kFloat64) : mask;
+      const bool causal = c.mask == Mask::Causal;
+      manual_seed(26);
+      const Grads ref = forward_backward(q.to(kFloat64), k.to(kFloat64), v.to(kFloat64), gy.to(kFloat64),
+                                         [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+                                           Tensor out = F::scaled_dot_product_attention(a, b, d, mask64, p, causal);
+                                           REQUIRE(through_fused_node(out));
+                                           return out;
+                                         });
+      const Tensor gpu_mask = mask.defined() ? mask.to(kCUDA) : mask;
+      manual_seed(26);
+      const Grads got = forward_backward(q.to(kCUDA), k.to(kCUDA), v.to(kCUDA), gy.to(kCUDA),
+                                         [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+                                           Tensor out = F::scaled_dot_product_attention(a, b, d, gpu_mask, p, causal);
+                                           REQUIRE(out.is_cuda());
+                                           REQUIRE(through_fused_node(out));
+                                           return out;
+                                         });
+      const Tol tol = tolerance_of(dtype);
+      expect_near(got.out, ref.out, dtype == kFloat32 ? Tol{1e-5, 1e-5} : tol, "out");
+      expect_near(got.dq, ref.dq, tol, "dq");
+      expect_near(got.dk, ref.dk, tol, "dk");
+      expect_near(got.dv, ref.dv, tol, "dv");
+    }
+  }
+}
+
+// With q = 0 every weight is 1 / S, and with v the identity out (N, L, S) is
+// keep / (S (1 - p)): the CUDA kernel drops exactly the weights detail::sdpa_dropout_mask
+// names, across query tiles.
+TEST_CASE("cuda sdpa: fused dropout drops the weights of the CPU's mask bit for bit", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(27);
+  const int64_t N = 3, L = 130, S = 101;
+  const double p = 0.3;
+  for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+    INFO(dtype_name(dtype));
+    const Tensor q = zeros({N, L, 8}, dtype).to(kCUDA), k = random_nonzero({N, S, 8}, dtype).to(kCUDA);
+    const Tensor v = arange(S).unsqueeze(1).eq(arange(S)).to(dtype).expand({N, S, S}).contiguous().to(kCUDA);
+    const uint64_t seed = default_generator().seed(), offset = default_generator().offset();
+    const Tensor out = F::scaled_dot_product_attention(q, k, v, Tensor(), p).to(kCPU, kFloat64);  // (N, L, S)
+    const Tensor keep = F::detail::sdpa_dropout_mask(seed, offset, N, L, S, p);
+    CHECK(out.ne(0).eq(keep).all().item<bool>());
+    expect_near(out, keep.to(kFloat64) / (S * (1 - p)), tolerance_of(dtype), "out");
+  }
 }
 
 TEST_CASE("cuda sdpa: under CUDA autocast it runs fused in float16", "[.cuda]") {

@@ -24,6 +24,11 @@
 // and dS = scale P (dP - D), then dV += P^T dout, dK += dS^T Q and the tile's dQ = dS K,
 // which is added with atomicAdd to a float32 (N, L, E) buffer: the key blocks of one n
 // share every query row.
+// Dropout (Note [attention dropout] in kernels/attention_dropout.h): while a tile's operands
+// load, the block draws the tile's keep bits into shared memory, one Philox block (a byte of
+// 4 bits) per 4 keys of a row, the same bits as the CPU's; the forward multiplies each
+// exponential by its keep factor after the row's sum took it, the backward forms
+// dS = P (Z dP - D) and uses P Z for dV.
 #include <cuda_runtime.h>
 #include <mma.h>
 
@@ -34,6 +39,7 @@
 #include <type_traits>
 
 #include "core/factories.h"
+#include "kernels/attention_dropout.h"
 #include "kernels/attention_math.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
@@ -85,28 +91,31 @@ struct Regions {
 };
 
 // The forward's tiles: q (R, D), k and v (C, D) of T; s (R, C) float; p (R, C) of T;
-// o (R, D) float; each row's final max and sum (R floats each).
+// o (R, D) float; each row's final max and sum (R floats each); the dropout keep bits
+// (R, C / 4) bytes.
 template <typename T, int D>
 struct ForwardSmem {
   static constexpr int R = Tiles<T, D>::kForwardRows, C = Tiles<T, D>::kForwardKeys;
   static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
-  enum Region { q, k, v, s, p, o, stats, kRegions };
+  enum Region { q, k, v, s, p, o, stats, keep, kRegions };
   static constexpr size_t t = sizeof(T), f = sizeof(float);
   static constexpr Regions<kRegions> regions{
-      {t * R * kT, t * C * kT, t * C * kT, f * R * kS, t * R * kP, f * R * kO, f * 2 * R}};
+      {t * R * kT, t * C * kT, t * C * kT, f * R * kS, t * R * kP, f * R * kO, f * 2 * R, size_t(R * C / 4)}};
   static constexpr size_t bytes = regions.at[kRegions];
 };
 
 // The backward's: k and v (C, D), q and dout (R, D) of T; s and dp (R, C) float; p and ds
-// (R, C) of T; dk and dv (C, D), dq (R, D) float; each row's lse and D (R floats each).
+// (R, C) of T; dk and dv (C, D), dq (R, D) float; each row's lse and D (R floats each);
+// the dropout keep bits (R, C / 4) bytes.
 template <typename T, int D>
 struct BackwardSmem {
   static constexpr int R = Tiles<T, D>::kBackwardRows, C = Tiles<T, D>::kBackwardKeys;
   static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
-  enum Region { k, v, q, dout, s, dp, p, ds, dk, dv, dq, stats, kRegions };
+  enum Region { k, v, q, dout, s, dp, p, ds, dk, dv, dq, stats, keep, kRegions };
   static constexpr size_t t = sizeof(T), f = sizeof(float);
   static constexpr Regions<kRegions> regions{{t * C * kT, t * C * kT, t * R * kT, t * R * kT, f * R * kS, f * R * kS,
-                                              t * R * kP, t * R * kP, f * C * kO, f * C * kO, f * R * kO, f * 2 * R}};
+                                              t * R * kP, t * R * kP, f * C * kO, f * C * kO, f * R * kO, f * 2 * R,
+                                              size_t(R * C / 4)}};
   static constexpr size_t bytes = regions.at[kRegions];
 };
 
@@ -120,13 +129,17 @@ __device__ inline P* carve(unsigned char* smem) {
 // ---- device helpers -------------------------------------------------------------------------
 
 // The operands as raw pointers: q (N, L, E), k (N, S, E), v (N, S, Ev); bias null or
-// (N, L, S) with strides bn, bl, bs.
+// (N, L, S) with strides bn, bl, bs. dropout: whether weights are dropped by `keep`, the
+// kept ones scaled by keep_scale = 1 / (1 - p).
 template <typename T>
 struct Inputs {
   const T *q, *k, *v, *bias;
   int64_t L, S, E, Ev, bn, bl, bs;
   float scale;
   bool causal;
+  bool dropout;
+  attention_dropout::KeepMask keep;
+  float keep_scale;
 };
 
 // Whether the products of T run on tensor cores (WMMA has bfloat16 from sm_80 on).
@@ -251,6 +264,23 @@ __device__ inline float masked_score(const Inputs<T>& in, float s, int64_t n, in
   return s;
 }
 
+// keep (R, C / 4) = the keep bits of the tile of query rows i0 .. i0 + R - 1 and keys
+// j0 .. j0 + C - 1 of n, bit e of byte (r, c / 4) for key j0 + c + e (Note [attention
+// dropout]): one Philox block per byte. Padding rows and keys draw bits nobody reads.
+template <int R, int C, typename T>
+__device__ void draw_keep_bits(unsigned char* keep, const Inputs<T>& in, int64_t n, int64_t i0, int64_t j0) {
+  for (int idx = threadIdx.x; idx < R * (C / 4); idx += kThreads) {
+    const int r = idx / (C / 4), c = idx % (C / 4) * 4;
+    keep[idx] = static_cast<unsigned char>(attention_dropout::keep_bits4(in.keep, n * in.L + i0 + r, j0 + c));
+  }
+}
+
+// Z of row r, key c of the tile: keep_scale where kept, 0 where dropped.
+template <int C, typename T>
+__device__ inline float keep_factor(const unsigned char* keep, const Inputs<T>& in, int r, int c) {
+  return keep[r * (C / 4) + c / 4] >> (c % 4) & 1 ? in.keep_scale : 0.0f;
+}
+
 // ---- kernels --------------------------------------------------------------------------------
 
 // Forward (Note [CUDA attention tiles]): out (N, L, Ev) of T, lse (N, L) float. Block b
@@ -265,6 +295,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> i
   T* sp = carve<T, Smem, Smem::p>(smem);
   float *ss = carve<float, Smem, Smem::s>(smem), *so = carve<float, Smem, Smem::o>(smem);
   float *sm = carve<float, Smem, Smem::stats>(smem), *sl = sm + R;
+  unsigned char* skeep = carve<unsigned char, Smem, Smem::keep>(smem);
 
   const int64_t tiles = (in.L + R - 1) / R;
   const int64_t n = blockIdx.x / tiles, i0 = (tiles - 1 - blockIdx.x % tiles) * R;
@@ -281,6 +312,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> i
     __syncthreads();  // the last tile's products are done with sk, sv and sp
     load_tile<C, D>(sk, Smem::kT, in.k + (n * in.S + j0) * in.E, in.E, cols, in.E);
     load_tile<C, D>(sv, Smem::kT, in.v + (n * in.S + j0) * in.Ev, in.Ev, cols, in.Ev);
+    if (in.dropout) draw_keep_bits<R, C>(skeep, in, n, i0, j0);
     __syncthreads();
     block_gemm<R, C, false, true, false>(ss, Smem::kS, sq, Smem::kT, sk, Smem::kT, ek);  // s (R, C) = q k^T
     __syncthreads();
@@ -296,7 +328,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> i
     float sum = 0.0f;
     for (int c = part; c < C; c += G) {
       const float e = score_exp<T>(sr[c] - shift);  // p_ij, unnormalised
-      sp[r * Smem::kP + c] = T(e);
+      sp[r * Smem::kP + c] = T(in.dropout ? e * keep_factor<C>(skeep, in, r, c) : e);  // p_ij Z_ij for the product
       sum += e;
     }
     l = l * alpha + group_sum<G>(sum);
@@ -353,6 +385,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(Inputs<T> 
   float *sdk = carve<float, Smem, Smem::dk>(smem), *sdv = carve<float, Smem, Smem::dv>(smem);
   float *sdq = carve<float, Smem, Smem::dq>(smem);
   float *slse = carve<float, Smem, Smem::stats>(smem), *sd = slse + R;
+  unsigned char* skeep = carve<unsigned char, Smem, Smem::keep>(smem);
 
   const int64_t tiles = (in.S + C - 1) / C;
   const int64_t n = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * C;
@@ -374,6 +407,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(Inputs<T> 
       slse[threadIdx.x] = real ? g.lse[n * in.L + i0 + threadIdx.x] : std::numeric_limits<float>::infinity();
       sd[threadIdx.x] = real ? g.rowdot[n * in.L + i0 + threadIdx.x] : 0.0f;
     }
+    if (in.dropout) draw_keep_bits<R, C>(skeep, in, n, i0, j0);
     __syncthreads();
     block_gemm<R, C, false, true, false>(ss, Smem::kS, sq, Smem::kT, sk, Smem::kT, ek);     // s (R, C) = q k^T
     block_gemm<R, C, false, true, false>(sdp, Smem::kS, sdo, Smem::kT, sv, Smem::kT, evk);  // dp (R, C) = dout v^T
@@ -382,8 +416,9 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(Inputs<T> 
       const int r = idx / C, c = idx % C;
       const float s = masked_score(in, ss[r * Smem::kS + c], n, i0 + r, j0 + c, r >= rows || c >= cols);
       const float p = score_exp<T>(s - slse[r]);  // 0 where masked, and in a row with every key masked
-      sp[r * Smem::kP + c] = T(p);
-      sds[r * Smem::kP + c] = T(p * (sdp[r * Smem::kS + c] - sd[r]) * in.scale);  // ds_ij, times scale
+      const float z = in.dropout ? keep_factor<C>(skeep, in, r, c) : 1.0f;  // Note [attention dropout]
+      sp[r * Smem::kP + c] = T(p * z);
+      sds[r * Smem::kP + c] = T(p * (z * sdp[r * Smem::kS + c] - sd[r]) * in.scale);  // ds_ij, times scale
     }
     __syncthreads();
     block_gemm<C, D, true, false, true>(sdv, Smem::kO, sp, Smem::kP, sdo, Smem::kT, R);   // dv (C, D) += p^T dout
@@ -424,7 +459,8 @@ bool dispatch_attention(DType dtype, int64_t head_dim, F&& fn) {
 }
 
 template <typename T>
-Inputs<T> inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal, double scale) {
+Inputs<T> inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal, double scale,
+                 const AttentionDropout& dropout) {
   Inputs<T> in{};
   in.q = static_cast<const T*>(q.data());
   in.k = static_cast<const T*>(k.data());
@@ -436,6 +472,9 @@ Inputs<T> inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   }
   in.scale = float(scale);
   in.causal = causal;
+  in.dropout = dropout.p > 0;
+  in.keep = attention_dropout::keep_mask(dropout, in.S);
+  in.keep_scale = float(1.0 / (1.0 - dropout.p));
   return in;
 }
 
@@ -455,7 +494,6 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
   LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
-  LOOM_CHECK(dropout.p == 0, NotImplementedError, op, ": the fused CUDA kernel has no dropout yet");
   const int64_t N = q.size(0), L = q.size(1);
   if (N == 0 || L == 0) return;
   ::loom::cuda::DeviceGuard guard(q.device());
@@ -463,7 +501,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
   const bool taken = dispatch_attention(q.dtype(), head_dim(q, v), [&]<typename T, int D>() {
     const int64_t tiles = (L + ForwardSmem<T, D>::R - 1) / ForwardSmem<T, D>::R;
     launch(attention_forward_kernel<T, D>, N * tiles, ForwardSmem<T, D>::bytes, stream,
-           inputs<T>(q, k, v, bias, causal, scale), static_cast<T*>(out.data()), static_cast<float*>(lse.data()));
+           inputs<T>(q, k, v, bias, causal, scale, dropout), static_cast<T*>(out.data()),
+           static_cast<float*>(lse.data()));
   });
   LOOM_CHECK(taken, DTypeError, op, ": the fused CUDA kernel takes float32, float16 or bfloat16 with head dims up to ",
              kMaxHeadDim, ", got ", dtype_name(q.dtype()), " and ", head_dim(q, v));
@@ -474,7 +513,6 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                         const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention_backward";
   LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
-  LOOM_CHECK(dropout.p == 0, NotImplementedError, op, ": the fused CUDA kernel has no dropout yet");
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
   if (N == 0 || L == 0 || S == 0) {  // no product: every gradient is 0 (or empty)
     for (const Tensor* t : {&dq, &dk, &dv}) fill(*t, 0);
@@ -499,7 +537,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                      static_cast<T*>(dk.data()), static_cast<T*>(dv.data())};
     const int64_t tiles = (S + BackwardSmem<T, D>::C - 1) / BackwardSmem<T, D>::C;
     launch(attention_backward_kernel<T, D>, N * tiles, BackwardSmem<T, D>::bytes, stream,
-           inputs<T>(q, k, v, bias, causal, scale), g);
+           inputs<T>(q, k, v, bias, causal, scale, dropout), g);
   });
   LOOM_CHECK(taken, DTypeError, op, ": the fused CUDA kernel takes float32, float16 or bfloat16 with head dims up to ",
              kMaxHeadDim, ", got ", dtype_name(q.dtype()), " and ", head_dim(q, v));
