@@ -124,22 +124,35 @@ Grads forward_backward(const Tensor& q0, const Tensor& k0, const Tensor& v0, con
   return {out.detach(), q.grad(), k.grad(), v.grad()};
 }
 
-void check_against_reference(const Case& c, DType dtype) {
-  INFO(c.name(dtype));
+// The fused CUDA kernels against the composition in float64 on the CPU, or with dropout_p
+// against the CPU's fused float64 kernel with dropout: both calls seeded alike draw the same
+// keep bits (Note [attention dropout]).
+void check_against_reference(const Case& c, DType dtype, double dropout_p = 0) {
+  INFO(c.name(dtype) << ", dropout_p " << dropout_p);
+  auto seed_dropout = [&] {
+    if (dropout_p > 0) manual_seed(26);
+  };
   // Inputs rounded to dtype once: the reference sees exactly what the kernel sees.
   const Tensor q = random_nonzero(c.dims(c.L, c.E), dtype), k = random_nonzero(c.dims(c.S, c.E), dtype);
   const Tensor v = random_nonzero(c.dims(c.S, c.Ev), dtype), gy = random_nonzero(c.dims(c.L, c.Ev), dtype);
   const Tensor mask = cpu_mask(c, dtype);
   const Tensor mask64 = mask.defined() && mask.dtype() != kBool ? mask.to(kFloat64) : mask;
   const bool causal = c.mask == Mask::Causal;
+  seed_dropout();
   const Grads ref = forward_backward(q.to(kFloat64), k.to(kFloat64), v.to(kFloat64), gy.to(kFloat64),
                                      [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-                                       return F::detail::sdpa_reference(a, b, d, mask64, 0.0, causal, std::nullopt);
+                                       if (dropout_p == 0)
+                                         return F::detail::sdpa_reference(a, b, d, mask64, 0.0, causal, std::nullopt);
+                                       Tensor out = F::scaled_dot_product_attention(a, b, d, mask64, dropout_p, causal);
+                                       REQUIRE(through_fused_node(out));  // the CPU kernel's
+                                       return out;
                                      });
   const Tensor gpu_mask = mask.defined() ? mask.to(kCUDA) : mask;
+  seed_dropout();
   const Grads got = forward_backward(q.to(kCUDA), k.to(kCUDA), v.to(kCUDA), gy.to(kCUDA),
                                      [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-                                       Tensor out = F::scaled_dot_product_attention(a, b, d, gpu_mask, 0.0, causal);
+                                       Tensor out =
+                                           F::scaled_dot_product_attention(a, b, d, gpu_mask, dropout_p, causal);
                                        REQUIRE(out.is_cuda());
                                        REQUIRE(out.dtype() == dtype);
                                        REQUIRE(through_fused_node(out));
@@ -268,37 +281,8 @@ TEST_CASE("cuda sdpa: fused dropout matches the CPU kernel's at the same seed", 
       {{{1, 2}, 65, 129, 128, 100, Mask::Causal}, 0.1},      // L < S, E != Ev near 128
       {{{3}, 33, 33, 100, 70, Mask::AdditiveFull}, 0.4},
   };
-  for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
-    for (const auto& [c, p] : cases) {
-      INFO(c.name(dtype) << ", dropout_p " << p);
-      const Tensor q = random_nonzero(c.dims(c.L, c.E), dtype), k = random_nonzero(c.dims(c.S, c.E), dtype);
-      const Tensor v = random_nonzero(c.dims(c.S, c.Ev), dtype), gy = random_nonzero(c.dims(c.L, c.Ev), dtype);
-      const Tensor mask = cpu_mask(c, dtype);
-      const Tensor mask64 = mask.defined() && mask.dtype() != kBool ? mask.to(kFloat64) : mask;
-      const bool causal = c.mask == Mask::Causal;
-      manual_seed(26);
-      const Grads ref = forward_backward(q.to(kFloat64), k.to(kFloat64), v.to(kFloat64), gy.to(kFloat64),
-                                         [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-                                           Tensor out = F::scaled_dot_product_attention(a, b, d, mask64, p, causal);
-                                           REQUIRE(through_fused_node(out));
-                                           return out;
-                                         });
-      const Tensor gpu_mask = mask.defined() ? mask.to(kCUDA) : mask;
-      manual_seed(26);
-      const Grads got = forward_backward(q.to(kCUDA), k.to(kCUDA), v.to(kCUDA), gy.to(kCUDA),
-                                         [&](const Tensor& a, const Tensor& b, const Tensor& d) {
-                                           Tensor out = F::scaled_dot_product_attention(a, b, d, gpu_mask, p, causal);
-                                           REQUIRE(out.is_cuda());
-                                           REQUIRE(through_fused_node(out));
-                                           return out;
-                                         });
-      const Tol tol = tolerance_of(dtype);
-      expect_near(got.out, ref.out, dtype == kFloat32 ? Tol{1e-5, 1e-5} : tol, "out");
-      expect_near(got.dq, ref.dq, tol, "dq");
-      expect_near(got.dk, ref.dk, tol, "dk");
-      expect_near(got.dv, ref.dv, tol, "dv");
-    }
-  }
+  for (DType dtype : {kFloat32, kFloat16, kBFloat16})
+    for (const auto& [c, p] : cases) check_against_reference(c, dtype, p);
 }
 
 // With q = 0 every weight is 1 / S, and with v the identity out (N, L, S) is
