@@ -15,6 +15,10 @@
 //                      the CPU]): path "bf16_tiles" runs every tile product on the bfloat16
 //                      GEMM; path "float32_tiles" widens the operands to float32 first and
 //                      runs the float32 kernel (what the op did before 2026-12-04).
+//   sdpa (dropout)     the float32 step at L = 512 with dropout_p 0.1: path "fused" draws the
+//                      keep bits inside the kernels (Note [attention dropout]), path "reference"
+//                      is the composition with loom::dropout; "fused_p0" is the same step
+//                      without dropout, for the cost of the draws.
 //   tiny_add           ns per a + b on 1- and 16-element tensors, without autograd ...
 //   tiny_add_autograd  ... and with inputs requiring grad (each op records a node).
 // Every figure is the median of several timed runs after warm-up runs.
@@ -171,6 +175,28 @@ void sdpa_bf16_lines(const bench::Options& o) {
   }
 }
 
+void sdpa_dropout_lines(const bench::Options& o) {
+  const int64_t B = 8, H = 8, E = 64, L = 512;
+  const TensorOptions grad = TensorOptions().requires_grad();
+  const Tensor q = randn({B, H, L, E}, grad), k = randn({B, H, L, E}, grad), v = randn({B, H, L, E}, grad);
+  const Tensor gy = randn({B, H, L, E});
+  for (const char* path : {"fused_p0", "fused", "reference"}) {
+    const double p = std::string(path) == "fused_p0" ? 0.0 : 0.1;
+    auto step = [&] {
+      const Tensor out = std::string(path) == "reference"
+                             ? nn::functional::detail::sdpa_reference(q, k, v, Tensor(), p, false, std::nullopt)
+                             : nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), p);
+      (out * gy).sum().backward();
+    };
+    step();  // warm-up; allocates the .grad of q, k and v
+    const double s = bench::median_seconds(step, 0, o.quick ? 1 : 5);
+    char extra[160];
+    std::snprintf(extra, sizeof extra, ",\"path\":\"%s\",\"dropout_p\":%.1f,\"L\":%lld,\"S\":%lld,\"E\":%lld", path,
+                  p, (long long)L, (long long)L, (long long)E);
+    bench::print({"sdpa", kFramework, B * H * L * E, "float32", get_num_threads(), s * 1e3, "ms", 0, extra});
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,6 +211,7 @@ int main(int argc, char** argv) {
   softmax_lines(o);
   sdpa_lines(o);
   sdpa_bf16_lines(o);
+  sdpa_dropout_lines(o);
   bench::tiny_add_lines(kFramework, get_num_threads(), o.quick, [](int64_t n, bool requires_grad) {
     const TensorOptions opts = TensorOptions().requires_grad(requires_grad);
     return [a = randn({n}, opts), b = randn({n}, opts)] { (void)(a + b); };

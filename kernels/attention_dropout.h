@@ -55,10 +55,15 @@ inline KeepMask keep_mask(const AttentionDropout& d, int64_t S) {
   return {d.seed, d.offset, (uint64_t(S) + 3) / 4, uint32_t(d.p * 4294967296.0)};
 }
 
+// The Philox block of keys j .. j + 3 (j a multiple of 4) of global row g = n L + i.
+LOOM_HOST_DEVICE inline uint64_t block_of(const KeepMask& m, int64_t g, int64_t j) {
+  return m.offset + uint64_t(g) * m.row_blocks + uint64_t(j) / 4;
+}
+
 // The keep bits of keys j .. j + 3 (j a multiple of 4) of global row g = n L + i: bit e
 // for key j + e (bits past S are drawn too, and meaningless).
 LOOM_HOST_DEVICE inline unsigned keep_bits4(const KeepMask& m, int64_t g, int64_t j) {
-  const auto w = Philox::block(m.seed, m.offset + uint64_t(g) * m.row_blocks + uint64_t(j) / 4);
+  const auto w = Philox::block(m.seed, block_of(m, g, j));
   return unsigned(w[0] >= m.threshold) | unsigned(w[1] >= m.threshold) << 1 | unsigned(w[2] >= m.threshold) << 2 |
          unsigned(w[3] >= m.threshold) << 3;
 }
