@@ -911,3 +911,13 @@ TEST_CASE("clamp and clamp_", "[core]") {
   CHECK(gradcheck([](auto& in) { return in[0].clamp(-1, 1); }, {leaf({3, 4})}));
   CHECK(gradcheck([](auto& in) { return in[0].t().clamp(std::nullopt, 0.5); }, {leaf({3, 4})}));
 }
+
+TEST_CASE("elementwise ops on empty tensors broadcast to an empty result", "[core]") {
+  // An outer dim of size 0 beside a broadcast one: nothing is visited (the strided loop's
+  // odometer once divided by that 0; UBSan in the sanitize preset caught it).
+  const Tensor a = zeros({0, 8}), b = ones({0, 1}), c = ones({3, 0, 1});
+  CHECK((a - b).sizes() == Shape{0, 8});
+  CHECK((c * a).sizes() == Shape{3, 0, 8});
+  CHECK(a.exp().sizes() == Shape{0, 8});
+  CHECK(a.sum().item<double>() == 0);
+}

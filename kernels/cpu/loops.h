@@ -71,6 +71,8 @@ void for_each_run(const Shape& shape, const std::array<const Tensor*, N>& operan
   const int64_t n_inner = L.sizes.back();
   int64_t n_outer = 1;
   for (int64_t d = 0; d + 1 < ndim; ++d) n_outer *= L.sizes[d];
+  // Nothing to visit; and an outer size of 0 must not reach the odometer's divisions below.
+  if (n_outer == 0 || n_inner == 0) return;
   std::array<char*, N> base;
   for (size_t k = 0; k < N; ++k) base[k] = static_cast<char*>(operands[k]->data());
   std::array<int64_t, N> inner_strides;
