@@ -12,6 +12,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "loom.h"
+#include "attention_test_util.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -85,23 +86,10 @@ Tensor make_mask(const Case& c, DType dtype) {
   return random_nonzero(shape, dtype).masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
 }
 
-// Forward and gradients of d sum(out * gy) / d q, k, v through `sdpa`.
-struct Result {
-  Tensor out, dq, dk, dv;
-};
-
-template <typename Fn>
-Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& gy, Fn&& sdpa) {
-  Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true),
-         v = v0.detach().requires_grad_(true);
-  Tensor out = sdpa(q, k, v);
-  (out * gy).sum().backward();
-  return {out.detach(), q.grad(), k.grad(), v.grad()};
-}
 
 // The fused path against the reference: float32 to 1e-5 (the gradients, sums over L or S
 // of products, to 1e-5 plus 1e-4 relative).
-void require_close(const Result& fused, const Result& ref) {
+void require_close(const SdpaGrads& fused, const SdpaGrads& ref) {
   require_close(fused.out, ref.out, 1e-5, 1e-5, "out");
   require_close(fused.dq, ref.dq, 1e-5, 1e-4, "dq");
   require_close(fused.dk, ref.dk, 1e-5, 1e-4, "dk");
@@ -136,7 +124,7 @@ void check_fused_matches_reference(const Case& c, DType dtype = kFloat32, double
   const Tensor mask = make_mask(c, dtype);
   const bool causal = c.mask == MaskKind::Causal;
   const Stream stream = stream_now();
-  const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads fused = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     Tensor out = F::scaled_dot_product_attention(a, b, d, mask, dropout_p, causal);
     REQUIRE(ran_fused(out));
     CHECK(out.dtype() == dtype);
@@ -145,7 +133,8 @@ void check_fused_matches_reference(const Case& c, DType dtype = kFloat32, double
   const Tensor keep = dropout_p > 0 ? fused_keep_mask(c, stream, dropout_p) : Tensor();
   const DType ref_dtype = dtype == kFloat64 ? kFloat64 : kFloat32;
   auto wide = [&](const Tensor& t) { return t.defined() && t.dtype() != kBool ? t.to(ref_dtype) : t; };
-  const Result ref = run(wide(q), wide(k), wide(v), wide(gy), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads ref =
+      sdpa_grads(wide(q), wide(k), wide(v), wide(gy), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     return F::detail::sdpa_reference(a, b, d, wide(mask), dropout_p, causal, std::nullopt, keep);
   });
   if (dtype == kFloat32) return require_close(fused, ref);
@@ -217,10 +206,10 @@ TEST_CASE("sdpa broadcasts key and value over the query's leading dims", "[atten
   const Tensor q = random_nonzero({2, 3, 9, 8}), k = random_nonzero({1, 3, 12, 8}), v = random_nonzero({2, 1, 12, 5});
   const Tensor gy = random_nonzero({2, 3, 9, 5});
   const Tensor mask = rand({2, 1, 9, 12}).lt(0.8);
-  const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads fused = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     return F::scaled_dot_product_attention(a, b, d, mask);
   });
-  const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads ref = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     return F::detail::sdpa_reference(a, b, d, mask, 0.0, false, std::nullopt);
   });
   require_close(fused, ref);
@@ -233,7 +222,8 @@ TEST_CASE("sdpa rows with every key masked give 0 and gradient 0", "[attention]"
   keep.select(0, 1).fill_(false);
   for (const Tensor& mask : {keep, zeros({4, 6}).masked_fill(keep.logical_not(), -INFINITY)}) {
     for (bool reference : {false, true}) {
-      const Result r = run(q, k, v, ones({1, 2, 4, 2}), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+      const SdpaGrads r =
+          sdpa_grads(q, k, v, ones({1, 2, 4, 2}), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
         return reference ? F::detail::sdpa_reference(a, b, d, mask, 0.0, false, std::nullopt)
                          : F::scaled_dot_product_attention(a, b, d, mask);
       });
@@ -315,7 +305,7 @@ TEST_CASE("sdpa matches PyTorch 2.x golden values", "[attention]") {
     const std::string scale_text = golden.metadata.at(c + ".scale");
     const std::optional<double> scale =
         scale_text == "none" ? std::nullopt : std::optional<double>(std::stod(scale_text));
-    const Result r = run(fixture(c + ".q"), fixture(c + ".k"), fixture(c + ".v"), fixture(c + ".gy"),
+    const SdpaGrads r = sdpa_grads(fixture(c + ".q"), fixture(c + ".k"), fixture(c + ".v"), fixture(c + ".gy"),
                          [&](const Tensor& a, const Tensor& b, const Tensor& d) {
                            return F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal, scale);
                          });
@@ -431,7 +421,7 @@ TEST_CASE("sdpa fused dropout: the backward uses the forward's mask", "[attentio
   const Tensor v = random_nonzero({2, 2, 300, 6});
   const Tensor gy = random_nonzero({2, 2, 70, 6});
   const Stream stream = stream_now();
-  const Result fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads fused = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     Tensor out = F::scaled_dot_product_attention(a, b, d, Tensor(), p);
     REQUIRE(ran_fused(out));
     rand({1000});  // another op draws before the backward runs
@@ -439,7 +429,7 @@ TEST_CASE("sdpa fused dropout: the backward uses the forward's mask", "[attentio
     return out;
   });
   const Tensor keep = fused_keep_mask(c, stream, p);
-  const Result ref = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads ref = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     return F::detail::sdpa_reference(a, b, d, Tensor(), p, false, std::nullopt, keep);
   });
   require_close(fused, ref);

@@ -9,6 +9,7 @@
 
 #include "bf16_kernel_test_util.h"
 #include "loom.h"
+#include "attention_test_util.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -56,35 +57,23 @@ void check_within(const Tensor& actual, const Tensor& expected, double tol, cons
   CHECK(worst_excess <= 0);
 }
 
-struct Grads {
-  Tensor out, dq, dk, dv;
-};
-
-// out = sdpa(q, k, v) and the gradients of sum(out * gy), through `sdpa`.
-template <typename Fn>
-Grads run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& gy, Fn&& sdpa) {
-  Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true),
-         v = v0.detach().requires_grad_(true);
-  Tensor out = sdpa(q, k, v);
-  (out * gy).sum().backward();
-  return {out.detach(), q.grad(), k.grad(), v.grad()};
-}
 
 // The fused kernel on bfloat16 q, k, v against the float64 composition on the same values.
 // Tolerance: the kernel rounds the weights p and the score gradients ds to bfloat16 for its
 // GEMMs (2^-9 relative each) and each output once more (2^-9): 1.6e-2 of (1 + |expected|).
-Grads check_bf16_case(const Bf16Case& c) {
+SdpaGrads check_bf16_case(const Bf16Case& c) {
   INFO(describe(c));
   const Tensor q = random_nonzero({c.B, c.H, c.L, c.E}, kBFloat16), k = random_nonzero({c.B, c.H, c.S, c.E}, kBFloat16);
   const Tensor v = random_nonzero({c.B, c.H, c.S, c.Ev}, kBFloat16);
   const Tensor gy = random_nonzero({c.B, c.H, c.L, c.Ev}, kBFloat16);
   const Tensor mask = make_mask(c);
   const bool causal = c.mask == Bf16Case::Causal;
-  const Grads fused = run(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads fused = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     return F::scaled_dot_product_attention(a, b, d, mask, 0.0, causal);
   });
   auto f64 = [](const Tensor& t) { return t.defined() && t.dtype() != kBool ? t.to(kFloat64) : t; };
-  const Grads ref = run(f64(q), f64(k), f64(v), f64(gy), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+  const SdpaGrads ref =
+      sdpa_grads(f64(q), f64(k), f64(v), f64(gy), [&](const Tensor& a, const Tensor& b, const Tensor& d) {
     return F::detail::sdpa_reference(a, b, d, f64(mask), 0.0, causal, std::nullopt);
   });
   for (const Tensor* t : {&fused.out, &fused.dq, &fused.dk, &fused.dv}) CHECK(t->dtype() == kBFloat16);
@@ -121,14 +110,14 @@ TEST_CASE("sdpa bfloat16 tiles on the avx512_bf16 kernel", "[.avx512bf16]") {
     // Both kernels round the same operands once and differ only in the order of float32
     // sums: their bfloat16 results are at most one rounding step (2^-8 relative) apart.
     manual_seed(22);
-    Grads fallback;
+    SdpaGrads fallback;
     {
       ForcedBf16Kernel forced(Bf16GemmKernel::Float32);
       fallback = check_bf16_case(c);
     }
     manual_seed(22);
     ForcedBf16Kernel forced(Bf16GemmKernel::Avx512Bf16);
-    const Grads avx = check_bf16_case(c);
+    const SdpaGrads avx = check_bf16_case(c);
     INFO(describe(c));
     check_within(avx.out, fallback.out, 4e-3, "out, avx512_bf16 against float32");
     check_within(avx.dq, fallback.dq, 4e-3, "dq, avx512_bf16 against float32");

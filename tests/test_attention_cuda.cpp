@@ -18,6 +18,7 @@
 #include "cuda_test_util.h"
 #include "kernels/attention.h"
 #include "loom.h"
+#include "attention_test_util.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -110,19 +111,6 @@ Tensor cpu_mask(const Case& c, DType dtype) {
   return keep;
 }
 
-struct Grads {
-  Tensor out, dq, dk, dv;
-};
-
-// out = sdpa(q, k, v) and the gradients of sum(out * gy), on q's device.
-template <typename Fn>
-Grads forward_backward(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& gy, Fn&& sdpa) {
-  Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true),
-         v = v0.detach().requires_grad_(true);
-  const Tensor out = sdpa(q, k, v);
-  (out * gy).sum().backward();
-  return {out.detach(), q.grad(), k.grad(), v.grad()};
-}
 
 // The fused CUDA kernels against the composition in float64 on the CPU, or with dropout_p
 // against the CPU's fused float64 kernel with dropout: both calls seeded alike draw the same
@@ -139,7 +127,7 @@ void check_against_reference(const Case& c, DType dtype, double dropout_p = 0) {
   const Tensor mask64 = mask.defined() && mask.dtype() != kBool ? mask.to(kFloat64) : mask;
   const bool causal = c.mask == Mask::Causal;
   seed_dropout();
-  const Grads ref = forward_backward(q.to(kFloat64), k.to(kFloat64), v.to(kFloat64), gy.to(kFloat64),
+  const SdpaGrads ref = sdpa_grads(q.to(kFloat64), k.to(kFloat64), v.to(kFloat64), gy.to(kFloat64),
                                      [&](const Tensor& a, const Tensor& b, const Tensor& d) {
                                        if (dropout_p == 0)
                                          return F::detail::sdpa_reference(a, b, d, mask64, 0.0, causal, std::nullopt);
@@ -149,7 +137,7 @@ void check_against_reference(const Case& c, DType dtype, double dropout_p = 0) {
                                      });
   const Tensor gpu_mask = mask.defined() ? mask.to(kCUDA) : mask;
   seed_dropout();
-  const Grads got = forward_backward(q.to(kCUDA), k.to(kCUDA), v.to(kCUDA), gy.to(kCUDA),
+  const SdpaGrads got = sdpa_grads(q.to(kCUDA), k.to(kCUDA), v.to(kCUDA), gy.to(kCUDA),
                                      [&](const Tensor& a, const Tensor& b, const Tensor& d) {
                                        Tensor out =
                                            F::scaled_dot_product_attention(a, b, d, gpu_mask, dropout_p, causal);
@@ -225,7 +213,7 @@ TEST_CASE("cuda sdpa: the kernel entry points write their outputs and nothing ar
     check_guarded(dk, "dk");
     check_guarded(dv, "dv");
     // The same numbers as through the op (whose bias is this one, made additive).
-    const Grads op = forward_backward(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    const SdpaGrads op = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
       return F::scaled_dot_product_attention(a, b, d, bias, 0.0, false, 0.3);
     });
     const Tol same{1e-6, 1e-6};
@@ -250,13 +238,13 @@ TEST_CASE("cuda sdpa: what the fused kernels do not take runs the composition", 
     INFO("E " << E << " " << dtype_name(dtype));
     const Tensor q = random_nonzero({2, 6, E}, dtype), k = random_nonzero({2, 9, E}, dtype),
                  v = random_nonzero({2, 9, 5}, dtype), gy = random_nonzero({2, 6, 5}, dtype);
-    const Grads got = forward_backward(q.to(kCUDA), k.to(kCUDA), v.to(kCUDA), gy.to(kCUDA),
+    const SdpaGrads got = sdpa_grads(q.to(kCUDA), k.to(kCUDA), v.to(kCUDA), gy.to(kCUDA),
                                        [&](const Tensor& a, const Tensor& b, const Tensor& d) {
                                          Tensor out = F::scaled_dot_product_attention(a, b, d);
                                          CHECK_FALSE(through_fused_node(out));
                                          return out;
                                        });
-    const Grads ref = forward_backward(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+    const SdpaGrads ref = sdpa_grads(q, k, v, gy, [&](const Tensor& a, const Tensor& b, const Tensor& d) {
       return F::detail::sdpa_reference(a, b, d, Tensor(), 0.0, false, std::nullopt);
     });
     expect_near(got.out, ref.out, {1e-5, 1e-5}, "out");
