@@ -1,6 +1,10 @@
 // Core micro-benchmarks, one JSON object per line (bench_util.h):
 //   gemm               float32 A·B at N = 256, 1024, 2048 in GFLOP/s, beside the ceiling of
 //                      shared/workloads.md (Eigen with AVX-512 on 2 threads, 200 GFLOP/s).
+//   gemm_shape         float32 products of a transformer-small step (d 256, ff 1024, 4096
+//                      tokens: forward X·W^T, input gradient dY·W, weight gradient dY^T·X)
+//                      and 1024³, in GFLOP/s, once on oneDNN's sgemm (the default) and once
+//                      on Eigen's ("kernel"; Note [GEMM dispatch]).
 //   gemm_bf16          bfloat16 A·B (float32 sums) at N = 256, 1024, 2048 in GFLOP/s, once per
 //                      kernel this CPU runs (Note [bfloat16 GEMM]; "kernel" in the line).
 //   add                a + b on 2^24 contiguous float32 elements: GB/s (3 × the bytes of one).
@@ -26,6 +30,7 @@
 //   bench_core [--threads N] [--quick]
 // torch_bench_core.cpp prints the same gemm and tiny_add lines for LibTorch.
 #include "bench/bench_util.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "loom.h"
 
@@ -51,6 +56,33 @@ void gemm_bf16_lines(const bench::Options& o) {
     }
   }
   kernels::cpu::force_bf16_gemm_kernel(std::nullopt);
+}
+
+void gemm_shape_lines(const bench::Options& o) {
+  using kernels::cpu::FloatGemm;
+  struct Product {
+    const char* name;
+    int64_t M, N, K;
+    bool a_transposed, b_transposed;
+  };
+  const Product products[] = {{"x_wT", 4096, 768, 256, false, true},   {"x_wT", 4096, 1024, 256, false, true},
+                              {"x_wT", 4096, 256, 1024, false, true},  {"dy_w", 4096, 256, 768, false, false},
+                              {"dyT_x", 768, 256, 4096, true, false},  {"dyT_x", 1024, 256, 4096, true, false},
+                              {"square", 1024, 1024, 1024, false, false}};
+  for (FloatGemm g : {FloatGemm::OneDnn, FloatGemm::Eigen}) {
+    kernels::cpu::force_float_gemm(g);
+    for (const Product& p : products) {
+      const Tensor a = p.a_transposed ? randn({p.K, p.M}).t() : randn({p.M, p.K});
+      const Tensor b = p.b_transposed ? randn({p.N, p.K}).t() : randn({p.K, p.N});
+      const double s = bench::median_seconds([&] { (void)matmul(a, b); }, 2, o.quick ? 3 : 15);
+      char extra[128];
+      std::snprintf(extra, sizeof extra, ",\"kernel\":\"%s\",\"product\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld",
+                    kernels::cpu::float_gemm_name(g), p.name, (long long)p.M, (long long)p.N, (long long)p.K);
+      bench::print({"gemm_shape", kFramework, p.M * p.N * p.K, "float32", get_num_threads(),
+                    2.0 * double(p.M) * double(p.N) * double(p.K) / s / 1e9, "GFLOP/s", 0, extra});
+    }
+  }
+  kernels::cpu::force_float_gemm(std::nullopt);
 }
 
 void add_lines(const bench::Options& o) {
@@ -206,6 +238,7 @@ int main(int argc, char** argv) {
   bench::gemm_lines(kFramework, get_num_threads(), o.quick, [](int64_t n) {
     return [a = randn({n, n}), b = randn({n, n})] { (void)matmul(a, b); };
   });
+  gemm_shape_lines(o);
   gemm_bf16_lines(o);
   add_lines(o);
   softmax_lines(o);

@@ -2,7 +2,8 @@
 // from Loom's nn modules, one JSON line per workload (the contract of torch_workloads.py,
 // which runs the same models in PyTorch):
 //
-//   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal] [WORKLOAD ...]
+//   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
+//              [--float-gemm onednn|eigen] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -19,7 +20,7 @@
 // left out where no allocator is registered yet), peak_rss_bytes (the process's peak resident
 // set from getrusage: everything so far in this process, libraries included), load1 (the
 // 1-minute load average when the workload ended: the machines are shared, so read figures
-// beside it) and flush_denormal.
+// beside it), flush_denormal and float_gemm (the CPU's float32 GEMM, Note [GEMM dispatch]).
 //
 // --amp runs forward and loss under amp::AutocastGuard(device, dtype), as torch.autocast
 // (fp16 adds a GradScaler), as shared/peers/torch_workloads.py does; the JSON line says which.
@@ -27,6 +28,8 @@
 // (as torch.set_flush_denormal(True)). Off by default, as in PyTorch. The LSTM backward
 // passes a gradient that decays over 256 steps into denormal floats, which make every GEMM
 // that reads them many times slower (docs/benchmarks.md).
+// --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
+// for the comparison in docs/benchmarks.md.
 #include <cxxabi.h>
 #include <sys/resource.h>
 
@@ -44,6 +47,7 @@
 #include "bench/bench_util.h"
 #include "core/allocator.h"
 #include "core/cuda_emulation.h"
+#include "kernels/cpu/gemm.h"
 #include "loom.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -293,11 +297,11 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
   std::printf(
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
-      "\"flush_denormal\":%s,\"amp\":\"%s\"}\n",
+      "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\"}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
-      amp.empty() ? "off" : amp.c_str());
+      amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()));
   std::fflush(stdout);
 }
 
@@ -324,7 +328,8 @@ std::string error_kind(const Error& e) {
 
 [[noreturn]] void usage(const char* argv0, const std::string& problem) {
   std::fprintf(stderr,
-               "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal] [WORKLOAD ...]\n"
+               "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
+               "       [--float-gemm onednn|eigen] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -360,6 +365,10 @@ int main(int argc, char** argv) {
       if (amp != "bf16" && amp != "fp16") usage(argv[0], "--amp expects bf16 or fp16, got '" + amp + "'");
     } else if (arg == "--flush-denormal") {
       flush_denormal = true;
+    } else if (arg == "--float-gemm" && has_value) {
+      const std::string g = argv[++i];
+      if (g != "onednn" && g != "eigen") usage(argv[0], "--float-gemm expects onednn or eigen, got '" + g + "'");
+      kernels::cpu::force_float_gemm(g == "eigen" ? kernels::cpu::FloatGemm::Eigen : kernels::cpu::FloatGemm::OneDnn);
     } else if (arg == "-h" || arg == "--help") {
       usage(argv[0], "the training-step benchmarks of shared/workloads.md");
     } else if (const Workload* w = find_workload(arg)) {

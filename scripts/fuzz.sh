@@ -88,7 +88,8 @@ printf '%s\n' "${units[@]}" | sort -u | FLAGS="${flags[*]}" LAUNCHER="${launcher
 for t in "${targets[@]}"; do
   objs=("$out/obj/tests/fuzz/fuzz_$t.cpp.o")
   for s in $(sources_of "$t"); do objs+=("$out/obj/$s.o"); done
-  "$cxx" "${flags[@]}" -fsanitize=fuzzer "${objs[@]}" "$lib" -lpthread -o "$out/fuzz_$t"
+  # -ldnnl -lgomp: libloom.a's float32 GEMM (cmake/LoomOneDNN.cmake).
+  "$cxx" "${flags[@]}" -fsanitize=fuzzer "${objs[@]}" "$lib" -ldnnl -lgomp -lpthread -o "$out/fuzz_$t"
 done
 
 # ---- run ------------------------------------------------------------------------------------------

@@ -32,7 +32,13 @@ export OMP_WAIT_POLICY=PASSIVE
 prefix=()
 if [ -d .gpu-deps/usr ]; then
   prefix=(-DCMAKE_PREFIX_PATH="$PWD/.gpu-deps/usr")
-  # libgloo.so and the libraries it needs, for the linker and for the tests.
+  # oneDNN travels gzipped (40 MB as it is): unpack it where the linker and loader look.
+  if [ -f .gpu-deps/usr/lib/libdnnl.so.2.6.gz ] && [ ! -f .gpu-deps/usr/lib/libdnnl.so.2.6 ]; then
+    gunzip -k .gpu-deps/usr/lib/libdnnl.so.2.6.gz
+    ln -sf libdnnl.so.2.6 .gpu-deps/usr/lib/libdnnl.so.2
+    ln -sf libdnnl.so.2 .gpu-deps/usr/lib/libdnnl.so
+  fi
+  # libgloo.so, libdnnl.so and the libraries they need, for the linker and for the tests.
   export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib:$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

@@ -10,10 +10,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # the PyTorch interop test (tests/interop) and the golden-fixture scripts (tests/golden);
 # libcli11-dev: the command lines of the programs in examples/; python3: the layering test;
 # python3-venv: the virtual environment of the TensorBoard reader test (tools_venv below);
-# libgloo-dev: the collectives of distributed/ (Gloo's TCP transport); iproute2: `ip netns`,
+# libgloo-dev: the collectives of distributed/ (Gloo's TCP transport); libdnnl-dev: oneDNN,
+# the float32 CPU GEMM (Note [GEMM dispatch]); iproute2: `ip netns`,
 # the two hosts of the distributed_two_hosts test.
 packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
-          clang-14 libclang-rt-14-dev python3 python3-torch python3-venv libgloo-dev iproute2)
+          clang-14 libclang-rt-14-dev python3 python3-torch python3-venv libgloo-dev libdnnl-dev
+          iproute2)
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {

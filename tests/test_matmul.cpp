@@ -228,14 +228,16 @@ TEST_CASE("bmm kernel: strided outputs and beta = 1 accumulation", "[matmul]") {
   }
 }
 
-TEST_CASE("both GEMM builds agree with the reference for every storage order", "[matmul]") {
-  // The dispatch picks one build per CPU; call each that this CPU can run directly.
+TEST_CASE("every GEMM build agrees with the reference for every storage order", "[matmul]") {
+  // The dispatch picks one Eigen build per CPU; call each that this CPU can run directly,
+  // and oneDNN's (float32 on sgemm, float64 and products under 32³ on Eigen).
   std::vector<std::pair<std::string, void (*)(const kernels::cpu::GemmArgs&)>> builds{
-      {"portable", kernels::cpu::gemm_portable}};
+      {"portable", kernels::cpu::gemm_portable}, {"onednn", kernels::cpu::gemm_onednn}};
   if (kernels::cpu::cpu_has_avx512()) builds.emplace_back("avx512", kernels::cpu::gemm_avx512);
   if (kernels::cpu::cpu_has_avx2()) builds.emplace_back("avx2", kernels::cpu::gemm_avx2);
   manual_seed(6);
-  const int64_t M = 37, N = 29, K = 45;
+  // The first is past oneDNN's threshold, the second under it.
+  const auto [M, N, K] = GENERATE(std::tuple<int64_t, int64_t, int64_t>{37, 29, 45}, std::tuple<int64_t, int64_t, int64_t>{7, 5, 9});
   for (DType dt : {kFloat32, kFloat64}) {
     for (const auto& [build, gemm] : builds) {
       for (int layout = 0; layout < 8; ++layout) {
@@ -273,6 +275,40 @@ TEST_CASE("both GEMM builds agree with the reference for every storage order", "
       }
     }
   }
+}
+
+TEST_CASE("the oneDNN GEMM overwrites C where beta is 0, zeroes it for an empty sum, and refuses a bad ld",
+          "[matmul]") {
+  manual_seed(11);
+  const int64_t M = 40, N = 33, K = 50;
+  const Tensor a = random_nonzero({M, K}, kFloat32), b = random_nonzero({K, N}, kFloat32);
+  kernels::cpu::GemmArgs g;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.a = {a.data(), K, false};
+  g.b = {b.data(), N, false};
+  g.ldc = N;
+  g.dtype = kFloat32;
+  // beta 0: C's old values are never read, NaN included (BLAS's convention).
+  const Tensor c = full({M, N}, std::nan(""), kFloat32);
+  g.c = c.data();
+  kernels::cpu::gemm_onednn(g);
+  check_matmul(c, reference_matmul(a, b), kFloat32, "onednn over NaN");
+
+  // K 0: C = zeros (sgemm itself would leave C as it was).
+  kernels::cpu::GemmArgs empty_sum = g;
+  empty_sum.K = 0;
+  kernels::cpu::gemm_onednn(empty_sum);
+  CHECK(values(c) == std::vector<double>(size_t(M * N), 0.0));
+
+  // An ld under the row length: a typed error naming the product, C untouched.
+  const Tensor before = c.clone();
+  kernels::cpu::GemmArgs bad = g;
+  bad.a.ld = K - 1;
+  CHECK_THROWS_AS(kernels::cpu::gemm_onednn(bad), InternalError);
+  CHECK_THROWS_WITH(kernels::cpu::gemm_onednn(bad), Catch::Contains("M 40, N 33, K 50"));
+  CHECK(values(c) == values(before));
 }
 
 TEST_CASE("matmul gradcheck for every rank combination", "[matmul]") {

@@ -4,9 +4,8 @@
 // Note [attention tiles as GEMMs]
 // For a tile of kRows query rows against kKeys keys the forward does two dense products
 // and the backward five, each 2 · rows · keys · E flops, against rows · keys exps: the
-// kernel is GEMM-bound. So each product is one call of the Eigen GEMM behind kernels::bmm
-// (gemm.h: its AVX-512, AVX2 or baseline build, chosen once by CPUID) on the operands' own
-// rows, in place: a transposed operand (k_t^T, v_t^T, p^T, ds^T) is the same memory read as
+// kernel is GEMM-bound. So each product is one call of the GEMM behind kernels::bmm
+// (gemm.h: oneDNN's sgemm for float32, Eigen's for float64) on the operands' own rows, in place: a transposed operand (k_t^T, v_t^T, p^T, ds^T) is the same memory read as
 // column-major, so nothing is copied. Between the products, row by row, run the online
 // softmax (forward) or the weights and ds (backward), vectorised loops compiled per vector
 // width (LOOM_CPU_CLONES). A task holds a (kRows, kKeys) tile of scores or two, never the
@@ -93,13 +92,8 @@ Operands<T, In> operands(const Tensor& q, const Tensor& k, const Tensor& v, cons
 
 // ---- the tile products ----------------------------------------------------------------------
 
-using GemmFn = void (*)(const GemmArgs&);
-
-// The widest build of the GEMM this CPU runs (Note [GEMM dispatch] in gemm.h).
-GemmFn tile_gemm() {
-  static const GemmFn fn = cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable;
-  return fn;
-}
+// The GEMM of float32 and float64 tiles (Note [GEMM dispatch] in gemm.h).
+GemmFn tile_gemm() { return best_float_gemm(); }
 
 // An operand of a tile product: a row-major block at p with row stride ld, as it is or read
 // transposed, and its element type.
@@ -129,7 +123,7 @@ void bf16_product(int64_t M, int64_t N, int64_t K, float alpha, const TileOperan
 }
 
 // c (M, N), row-major with row stride ldc, = alpha a (M, K) · b (K, N) + beta c; beta is 0
-// (c overwritten) or 1 (accumulated, alpha 1). Operands of type T run the Eigen GEMM; a
+// (c overwritten) or 1 (accumulated, alpha 1). Operands of type T run the float GEMM; a
 // product with a bfloat16 operand (T float) runs the bfloat16 GEMM.
 template <typename T>
 void gemm(int64_t M, int64_t N, int64_t K, T alpha, const TileOperand& a, const TileOperand& b, T beta, T* c,

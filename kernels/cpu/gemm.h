@@ -1,8 +1,13 @@
 // One GEMM, C = alpha * A · B + beta * C, on raw strided matrices: the internal interface
-// between kernels::bmm (kernels/cpu/matmul.cpp) and Eigen.
+// between kernels::bmm (kernels/cpu/matmul.cpp) and the libraries that multiply.
 //
 // Note [GEMM dispatch]
-// Eigen's GEMM is compiled three times, from the same body (gemm_impl.h): gemm_avx512.cpp
+// float32 products run on oneDNN's sgemm (gemm_onednn.cpp, Debian's libdnnl): on the
+// transformer and LSTM shapes it runs at 200-220 GFLOP/s on 2 Zen 4 cores (95% of their
+// FMA peak), Eigen's at 120-190 (docs/benchmarks.md, "float32 GEMM"). It runs on the
+// calling thread alone: matmul.cpp splits C across Loom's pool, as it does for Eigen.
+// float64, and float32 products too small to pay for oneDNN's per-call checks, run on
+// Eigen. Eigen's GEMM is compiled three times, from the same body (gemm_impl.h): gemm_avx512.cpp
 // with AVX-512 and FMA (the build adds the flags to every kernels/cpu/*_avx512.cpp),
 // gemm_avx2.cpp with AVX2 and FMA (*_avx2.cpp), and gemm_portable.cpp for baseline x86-64.
 // matmul.cpp picks the widest copy the CPU can run after a CPUID check, so one binary runs
@@ -14,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/dtype.h"
 
@@ -43,8 +49,19 @@ void gemm_avx2(const GemmArgs& args);      // needs a CPU with AVX2 and FMA
 bool cpu_has_avx512();
 bool cpu_has_avx2();
 void gemm_portable(const GemmArgs& args);  // any x86-64
-// The widest of the three that this CPU runs.
 using GemmFn = void (*)(const GemmArgs&);
+// The widest of the three Eigen builds that this CPU runs.
+GemmFn best_eigen_gemm();
+// float32 on oneDNN's sgemm on the calling thread; float64 and small products on
+// best_eigen_gemm(). Throws InternalError if oneDNN refuses the arguments.
+void gemm_onednn(const GemmArgs& args);
+// Which GEMM kernels::bmm and the fused attention run for float32: oneDNN's unless a test
+// or a benchmark forced Eigen's (process-wide; float64 runs on Eigen either way).
+enum class FloatGemm { OneDnn, Eigen };
+FloatGemm float_gemm();
+void force_float_gemm(std::optional<FloatGemm> g);  // nullopt: back to the default
+const char* float_gemm_name(FloatGemm g);
+// gemm_onednn, or best_eigen_gemm() where Eigen was forced.
 GemmFn best_float_gemm();
 
 }  // namespace loom::kernels::cpu

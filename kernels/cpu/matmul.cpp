@@ -1,7 +1,8 @@
-// CPU batched GEMM (kernels::bmm): per batch item, one call of the Eigen GEMM in gemm.h on
-// the operands' own memory, picking the AVX-512 build of it when the CPU has AVX-512;
-// bfloat16 through the bfloat16 GEMM (gemm_bf16.h).
+// CPU batched GEMM (kernels::bmm): per batch item, one call of the GEMM in gemm.h on the
+// operands' own memory (oneDNN's sgemm for float32, Eigen's for float64); bfloat16 through
+// the bfloat16 GEMM (gemm_bf16.h).
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <type_traits>
 
@@ -34,7 +35,25 @@ bool cpu_has_avx2() {
 #endif
 }
 
-GemmFn best_float_gemm() { return cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable; }
+GemmFn best_eigen_gemm() { return cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable; }
+
+namespace {
+constexpr int kNotForced = -1;
+std::atomic<int> forced_float_gemm{kNotForced};
+}  // namespace
+
+FloatGemm float_gemm() {
+  const int forced = forced_float_gemm.load(std::memory_order_relaxed);
+  return forced == kNotForced ? FloatGemm::OneDnn : FloatGemm(forced);
+}
+
+void force_float_gemm(std::optional<FloatGemm> g) {
+  forced_float_gemm.store(g ? int(*g) : kNotForced, std::memory_order_relaxed);
+}
+
+const char* float_gemm_name(FloatGemm g) { return g == FloatGemm::OneDnn ? "onednn" : "eigen"; }
+
+GemmFn best_float_gemm() { return float_gemm() == FloatGemm::OneDnn ? gemm_onednn : best_eigen_gemm(); }
 
 namespace {
 
