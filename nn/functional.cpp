@@ -2,6 +2,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/functions/layer_norm.h"
+#include "autograd/functions/linear.h"
 #include "core/factories.h"
 #include "core/ops.h"
 #include "kernels/layer_norm.h"
@@ -17,13 +18,14 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   LOOM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ",
              shape_str(x.sizes()), " does not end in in_features = ", weight.size(1), " (weight ",
              shape_str(weight.sizes()), ")");
-  Tensor y = x.matmul(weight.t());  // (..., out)
-  if (bias.defined()) {
-    LOOM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, "linear: bias of shape ",
-               shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
-    y = y + bias;
-  }
-  return y;
+  if (!bias.defined()) return x.matmul(weight.t());  // (..., out)
+  LOOM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, "linear: bias of shape ",
+             shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
+  // One op, the bias added inside the GEMM (autograd/functions/linear.h), where the three
+  // agree; otherwise the composition, whose ops name what disagrees.
+  const bool fusable = x.is_floating_point() && weight.dtype() == x.dtype() && bias.dtype() == x.dtype() &&
+                       weight.device() == x.device() && bias.device() == x.device();
+  return fusable ? fused_linear(x, weight, bias) : x.matmul(weight.t()) + bias;
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) { return ::loom::dropout(x, p, training); }

@@ -478,7 +478,9 @@ namespace {
 
 // x (..., in) · w (out, in)^T + b, in double.
 std::vector<double> ref_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  const int64_t in = w.size(1), out = w.size(0), rows = x.numel() / in;
+  const int64_t in = w.size(1), out = w.size(0);
+  int64_t rows = 1;  // x's leading dims (x.numel() / in fails for in = 0)
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   const std::vector<double> xv = values(x), wv = values(w), bv = b.defined() ? values(b) : std::vector<double>(size_t(out));
   std::vector<double> y;
   for (int64_t r = 0; r < rows; ++r)
@@ -538,6 +540,52 @@ TEST_CASE("Linear matches a plain loop for every float dtype and layout", "[nn]"
       check_close(nobias(x), ref_linear(x, nobias->weight, Tensor()), dt);
     }
   }
+}
+
+TEST_CASE("linear with a bias is one op: bias added inside the GEMM, 16-bit rounded once, empty shapes",
+          "[nn]") {
+  manual_seed(23);
+  // One node for the three inputs.
+  const Tensor x = random_nonzero({6, 4}).requires_grad_(true), w = random_nonzero({5, 4}).requires_grad_(true),
+               b = random_nonzero({5}).requires_grad_(true);
+  const Tensor y = nn::functional::linear(x, w, b);
+  REQUIRE(y.grad_fn());
+  CHECK(y.grad_fn()->name() == "LinearBackward");
+
+  // bfloat16: the sum and the bias meet in float32 and the result is rounded once, so every
+  // element is within half a bfloat16 step (plus float32 slack) of the exact value; rounding
+  // the product first and the sum again (the composition) misses that by up to a whole step.
+  for (int64_t rows : {64, 300}) {
+    const Tensor xb = random_nonzero({rows, 96}, kBFloat16), wb = random_nonzero({40, 96}, kBFloat16),
+                 bb = random_nonzero({40}, kBFloat16, -8, 8);
+    const std::vector<double> got = values(nn::functional::linear(xb, wb, bb));
+    const std::vector<double> exact = ref_linear(xb, wb, bb);
+    int64_t worse = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double step = std::ldexp(1.0, std::ilogb(exact[i]) - 7);  // bfloat16's spacing at exact[i]
+      if (std::abs(got[i] - exact[i]) > 0.5 * step * (1 + 1e-3) + 1e-6 * std::abs(exact[i])) ++worse;
+    }
+    INFO(rows << " rows");
+    CHECK(worse == 0);
+  }
+
+  // No rows; no inputs (y = the bias); no outputs. Gradients of the shapes of the inputs.
+  for (auto [rows, in, out] : {std::tuple<int64_t, int64_t, int64_t>{0, 4, 3}, {3, 0, 4}, {3, 4, 0}}) {
+    INFO(rows << " rows, " << in << " in, " << out << " out");
+    const Tensor xe = random_nonzero({rows, in}).requires_grad_(true);
+    const Tensor we = random_nonzero({out, in}).requires_grad_(true), be = random_nonzero({out}).requires_grad_(true);
+    const Tensor ye = nn::functional::linear(xe, we, be);
+    CHECK(ye.sizes() == Shape{rows, out});
+    CHECK(values(ye) == ref_linear(xe, we, be));
+    ye.sum().backward();
+    CHECK(xe.grad().sizes() == xe.sizes());
+    CHECK(values(we.grad()) == std::vector<double>(size_t(out * in), 0.0));
+    CHECK(values(be.grad()) == std::vector<double>(size_t(out), double(rows)));
+  }
+
+  // Operands that disagree still get the composition's errors.
+  CHECK_THROWS_AS(nn::functional::linear(random_nonzero({2, 4}), random_nonzero({5, 4}, kFloat64), random_nonzero({5})),
+                  DTypeError);
 }
 
 TEST_CASE("Embedding copies the indexed rows for every float dtype", "[nn]") {

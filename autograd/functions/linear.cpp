@@ -1,0 +1,42 @@
+// Linear with a bias as one op: one GEMM accumulating into the broadcast bias, one node
+// (LinearBackward: dx = dy · W, dW = dy^T · x over all rows, db = dy summed over rows).
+#include "autograd/functions/linear.h"
+
+#include "autograd/function.h"
+#include "core/factories.h"
+#include "kernels/kernels.h"
+
+namespace loom {
+
+Tensor fused_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const int64_t K = weight_in.size(1), N = weight_in.size(0);
+  Shape out_shape(x_in.sizes().begin(), x_in.sizes().end() - 1);
+  int64_t rows = 1;  // x's leading dims as one (a 1-D x is one row)
+  for (int64_t d : out_shape) rows *= d;
+  out_shape.push_back(N);  // (..., N)
+  Tensor y = empty(out_shape, x_in.options());
+  {
+    NoGradGuard no_grad;  // internal views: the op records one node
+    const Tensor y2 = y.view({rows, N});                                 // (rows, N)
+    kernels::copy(y2, bias_in.detach().unsqueeze(0).expand({rows, N}));  // y = bias
+    const Tensor x2 = x_in.detach().reshape({rows, K});                  // (rows, K)
+    kernels::bmm(y2.unsqueeze(0), x2.unsqueeze(0), weight_in.detach().t().unsqueeze(0), /*beta=*/1);
+  }
+  if (needs_grad(x_in, weight_in, bias_in)) {
+    const Shape x_shape = x_in.sizes();
+    auto backward = [x_shape, rows, K, N](BackwardContext& ctx) {
+      const Tensor& x = ctx.saved[0];       // (..., K)
+      const Tensor& weight = ctx.saved[1];  // (N, K)
+      const Tensor dy = ctx.grad().reshape({rows, N});  // (rows, N)
+      Tensor dx, dw, db;
+      if (ctx.needs(0)) dx = dy.matmul(weight).reshape(x_shape);      // (rows, K) -> x's shape
+      if (ctx.needs(1)) dw = dy.t().matmul(x.reshape({rows, K}));  // (N, K)
+      if (ctx.needs(2)) db = dy.sum(0);                               // (N)
+      return std::vector<Tensor>{dx, dw, db};
+    };
+    record("LinearBackward", {x_in, weight_in, bias_in}, {y}, {x_in, weight_in}, backward);
+  }
+  return y;
+}
+
+}  // namespace loom
