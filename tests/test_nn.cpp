@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -586,6 +587,52 @@ TEST_CASE("linear with a bias is one op: bias added inside the GEMM, 16-bit roun
   // Operands that disagree still get the composition's errors.
   CHECK_THROWS_AS(nn::functional::linear(random_nonzero({2, 4}), random_nonzero({5, 4}, kFloat64), random_nonzero({5})),
                   DTypeError);
+}
+
+TEST_CASE("cuda nn: linear with a bias matches float64 on the CPU, forward and gradients, for every float dtype",
+          "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(29);
+  // The float64 forward and backward on the CPU of (x, w, b) with upstream gradient gy.
+  struct Result {
+    std::vector<double> y, dx, dw, db;
+  };
+  auto reference = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& gy) {
+    auto leaf_of = [](const Tensor& t) { return t.to(kFloat64).requires_grad_(true); };
+    const Tensor x64 = leaf_of(x), w64 = leaf_of(w), b64 = leaf_of(b);
+    const Tensor y64 = nn::functional::linear(x64, w64, b64);
+    (y64 * gy.to(kFloat64)).sum().backward();
+    return Result{values(y64), values(x64.grad()), values(w64.grad()), values(b64.grad())};
+  };
+  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+    INFO(dtype_name(dt));
+    const Tensor x = random_nonzero({2, 37, 48}, dt), w = random_nonzero({29, 48}, dt), b = random_nonzero({29}, dt);
+    const Tensor gy = random_nonzero({2, 37, 29}, dt);
+    const Result exact = reference(x, w, b, gy);
+    // Each value's sum of |terms|: the scale of float32's accumulated rounding errors.
+    const Result scale = reference(x.abs(), w.abs(), b.abs(), gy.abs());
+    auto leaf_of = [](const Tensor& t) { return t.to(kCUDA).requires_grad_(true); };
+    const Tensor xg = leaf_of(x), wg = leaf_of(w), bg = leaf_of(b);
+    const Tensor yg = nn::functional::linear(xg, wg, bg);
+    CHECK(yg.device().is_cuda());
+    CHECK(yg.dtype() == dt);
+    CHECK(yg.grad_fn()->name() == "LinearBackward");
+    (yg * gy.to(kCUDA)).sum().backward();
+    // Rounded once to dt (a whole step allowed) after float32 sums of up to 74 terms.
+    const double step = dt == kFloat32 ? std::ldexp(1.0, -23) : dt == kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    auto check = [&](const Tensor& got, const std::vector<double>& want, const std::vector<double>& mag, const char* what) {
+      const std::vector<double> g = values(got.to(kCPU));
+      REQUIRE(g.size() == want.size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        INFO(what << " element " << i << ": got " << g[i] << ", expected " << want[i]);
+        CHECK(std::abs(g[i] - want[i]) <= step * std::abs(want[i]) + 74 * std::ldexp(1.0, -24) * mag[i]);
+      }
+    };
+    check(yg, exact.y, scale.y, "y");
+    check(xg.grad(), exact.dx, scale.dx, "dx");
+    check(wg.grad(), exact.dw, scale.dw, "dweight");
+    check(bg.grad(), exact.db, scale.db, "dbias");
+  }
 }
 
 TEST_CASE("Embedding copies the indexed rows for every float dtype", "[nn]") {
