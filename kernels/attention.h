@@ -3,7 +3,9 @@
 // defined in kernels/router.cpp, which calls the device's backend.
 //
 // Shapes, all contiguous and of one float dtype unless said:
-//   q (N, L, E), k (N, S, E), v (N, S, Ev), out and grad_out (N, L, Ev),
+//   q (N, L, E), k (N, S, E), v (N, S, Ev), out and grad_out (N, L, Ev), dq, dk, dv as q,
+//   k, v; on the CPU each of these may instead be 4-D, (B, H, rows, cols) with N = B·H, a
+//   unit column stride and any other strides (Note [attention head layouts]),
 //   lse (N, L): each query row's logsumexp of its scaled, masked scores (+inf for a row
 //   whose keys are all masked: its weights, output and gradients are 0, as in PyTorch),
 //   float64 for float64 operands and float32 for the others (a 16-bit lse would round

@@ -155,11 +155,29 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
   slot(route("bmm", {&out, &a, &b}), &Backend::bmm, "bmm")(out, a, b, beta);
 }
 
+namespace {
+
+// An attention operand as kernels/attention.h allows it: (N, rows, cols) contiguous, or on
+// the CPU (B, H, rows, cols) with a unit column stride and rows that do not overlap.
+bool attention_operand_ok(const Tensor& t) {
+  if (t.dim() == 3) return t.is_contiguous();
+  return t.dim() == 4 && t.device().is_cpu() && (t.stride(3) == 1 || t.size(3) <= 1) &&
+         (t.size(2) <= 1 || t.stride(2) >= t.size(3));
+}
+
+bool attention_operands_ok(std::initializer_list<const Tensor*> ts) {
+  const int64_t dim = (*ts.begin())->dim();
+  for (const Tensor* t : ts)
+    if (t->dim() != dim || !attention_operand_ok(*t)) return false;
+  return true;
+}
+
+}  // namespace
+
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
-  LOOM_ASSERT(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && out.dim() == 3 && q.is_contiguous() &&
-                  k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
+  LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
                   (!bias.defined() || bias.dim() == 3) && dropout.p >= 0 && dropout.p < 1,
               op, ": bad arguments");
   slot(route(op, {&out, &lse, &q, &k, &v, &bias}), &Backend::attention_forward, op)(out, lse, q, k, v, bias, causal,
@@ -170,8 +188,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention_backward";
-  LOOM_ASSERT(dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous() && grad_out.is_contiguous() &&
-                  dropout.p >= 0 && dropout.p < 1,
+  LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out, &grad_out, &dq, &dk, &dv}) && dropout.p >= 0 && dropout.p < 1,
               op, ": bad arguments");
   slot(route(op, {&dq, &dk, &dv, &grad_out, &q, &k, &v, &out, &lse, &bias}), &Backend::attention_backward, op)(
       dq, dk, dv, grad_out, q, k, v, out, lse, bias, causal, scale, dropout);

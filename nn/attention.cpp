@@ -129,8 +129,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     return t.expand(with_last_two(batch, rows, cols)).reshape({N, rows, cols});
   };
   const Tensor bias = mask.defined() ? merged(additive_mask(mask, q.dtype()), L, S) : Tensor();
-  const Tensor out = fused_attention(merged(q, L, E), merged(k, S, E), merged(v, S, Ev), bias, is_causal,
-                                     scale.value_or(1.0 / std::sqrt(double(E))), dropout_p);
+  const double s = scale.value_or(1.0 / std::sqrt(double(E)));
+  // (B, H, ., .) heads on the CPU, none broadcast: read where they are (Note [attention head
+  // layouts] in kernels/cpu/attention.cpp), as MultiheadAttention passes its projections.
+  auto own_heads = [&](const Tensor& t) {
+    return t.dim() == 4 && t.size(0) == batch[0] && t.size(1) == batch[1] && t.stride(3) == 1;
+  };
+  if (batch.size() == 2 && q.device().is_cpu() && own_heads(q) && own_heads(k) && own_heads(v))
+    return fused_attention(q, k, v, bias, is_causal, s, dropout_p);  // (B, H, L, Ev)
+  const Tensor out = fused_attention(merged(q, L, E), merged(k, S, E), merged(v, S, Ev), bias, is_causal, s,
+                                     dropout_p);
   return out.reshape(with_last_two(batch, L, Ev));  // (..., L, Ev)
 }
 

@@ -116,11 +116,21 @@ Tensor fused_keep_mask(const Case& c, Stream stream, double p) {
 // float32 composition on the same values, to 2 ulps of the dtype (the outputs' one
 // rounding, and the backward reading the rounded output). With dropout the composition
 // drops the weights by the fused call's own keep mask.
-void check_fused_matches_reference(const Case& c, DType dtype = kFloat32, double dropout_p = 0) {
-  INFO(describe(c) << " in " << dtype_name(dtype) << ", dropout_p " << dropout_p);
-  auto make = [&](const Shape& s) { return random_nonzero(s).to(dtype); };
+// head_views: q, k and v of (B, H, rows, cols) are the heads of (B, rows, H·cols + 3)
+// projections (narrowed, viewed, transposed: MultiheadAttention's layout), which the CPU
+// kernel reads in place (Note [attention head layouts]).
+void check_fused_matches_reference(const Case& c, DType dtype = kFloat32, double dropout_p = 0,
+                                   bool head_views = false) {
+  INFO(describe(c) << " in " << dtype_name(dtype) << ", dropout_p " << dropout_p << (head_views ? ", head views" : ""));
+  auto make = [&](const Shape& s) {
+    if (!head_views) return random_nonzero(s).to(dtype);
+    const int64_t B = s[0], H = s[1], rows = s[2], cols = s[3];
+    const Tensor projection = random_nonzero({B, rows, H * cols + 3}).to(dtype).narrow(2, 1, H * cols);
+    return projection.view({B, rows, H, cols}).transpose(1, 2);  // (B, H, rows, cols)
+  };
   const Tensor q = make(cat(c.batch, {c.L, c.E})), k = make(cat(c.batch, {c.S, c.E})),
                v = make(cat(c.batch, {c.S, c.Ev})), gy = make(cat(c.batch, {c.L, c.Ev}));
+  if (head_views) REQUIRE((!q.is_contiguous() && q.stride(3) == 1));
   const Tensor mask = make_mask(c, dtype);
   const bool causal = c.mask == MaskKind::Causal;
   const Stream stream = stream_now();
@@ -128,6 +138,8 @@ void check_fused_matches_reference(const Case& c, DType dtype = kFloat32, double
     Tensor out = F::scaled_dot_product_attention(a, b, d, mask, dropout_p, causal);
     REQUIRE(ran_fused(out));
     CHECK(out.dtype() == dtype);
+    // In place on the CPU: the output heads come laid out as (B, L, H, Ev).
+    if (head_views) CHECK(out.transpose(1, 2).is_contiguous());
     return out;
   });
   const Tensor keep = dropout_p > 0 ? fused_keep_mask(c, stream, dropout_p) : Tensor();
@@ -183,6 +195,24 @@ TEST_CASE("sdpa fused kernel matches the composition across many tiles", "[atten
   for (const Case& c : cases) check_fused_matches_reference(c);
   // float64: the same GEMMs in double, to float64 rounding.
   for (const Case& c : {cases[1], cases[3]}) check_fused_matches_reference(c, kFloat64);
+}
+
+// MultiheadAttention's heads: views of its projections with a row stride of the model
+// width, read and written in place, through several tiles, masks, dropout and dtypes.
+TEST_CASE("sdpa fused kernel reads heads in place from projection views", "[attention]") {
+  manual_seed(9);
+  const std::vector<Case> cases = {
+      {{2, 3}, 37, 133, 16, 9, MaskKind::None},
+      {{2, 2}, 17, 66, 64, 64, MaskKind::BoolBHLS, true},
+      {{2, 2}, 21, 65, 3, 5, MaskKind::BoolB11S},
+      {{1, 2}, 300, 600, 24, 40, MaskKind::Causal},
+      {{2, 2}, 90, 20, 3, 8, MaskKind::Causal},
+  };
+  for (const Case& c : cases) check_fused_matches_reference(c, kFloat32, 0, true);
+  check_fused_matches_reference(cases[3], kFloat32, 0.25, true);  // dropout, several tiles
+  check_fused_matches_reference(cases[0], kFloat64, 0, true);
+  check_fused_matches_reference(cases[1], kBFloat16, 0, true);
+  check_fused_matches_reference(cases[2], kFloat16, 0, true);
 }
 
 // Few (n = batch x heads) against the threads: the backward splits each n's keys into runs

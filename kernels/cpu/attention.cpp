@@ -21,6 +21,15 @@
 // summed into dq after. With dropout the row loop between the products also applies the
 // keep factors: ds from the undropped weights, dv from the dropped ones.
 //
+// Note [attention head layouts]
+// On the CPU, q, k, v, out, grad_out, dq, dk and dv may each be a (B, H, rows, cols) view
+// with any strides but a unit column stride (N = B·H matrices, n = b·H + h), besides a
+// contiguous (N, rows, cols) tensor: MultiheadAttention's heads are such views of its
+// projections' (B, rows, H·cols) outputs, and its output heads are wanted in that layout
+// too, so nothing is copied to make the heads contiguous and back (four copies of each
+// projection per layer, forward and backward). A RowLayout turns (n, row) into an offset;
+// every tile product reads its operand rows in place with their row stride as ld.
+//
 // Note [16-bit attention on the CPU]
 // bfloat16 operands (CPU autocast runs the op in bfloat16, as PyTorch lists it) stay
 // bfloat16: every tile product runs on the bfloat16 GEMM (Note [bfloat16 GEMM]), whose
@@ -58,9 +67,23 @@ constexpr int64_t kKeys = 256;  // keys per tile: its N
 // type In, T (float or double) or bfloat16 (T float, Note [16-bit attention on the CPU]);
 // bias, in T, may be null, its strides (bn, bl, bs) of (N, L, S). dropout: whether weights
 // are dropped by `keep`, the kept ones scaled by keep_scale.
+// Where row i of matrix n of an operand starts (Note [attention head layouts]).
+struct RowLayout {
+  int64_t heads = 1, batch_stride = 0, head_stride = 0, row_stride = 0;
+  int64_t at(int64_t n, int64_t i) const {
+    return (n / heads) * batch_stride + (n % heads) * head_stride + i * row_stride;
+  }
+};
+
+RowLayout row_layout(const Tensor& t) {
+  if (t.dim() == 3) return {1, t.stride(0), 0, t.stride(1)};
+  return {t.size(1), t.stride(0), t.stride(1), t.stride(2)};
+}
+
 template <typename T, typename In = T>
 struct Operands {
   const In *q, *k, *v;
+  RowLayout lq, lk, lv;
   const T* bias;
   int64_t N, L, S, E, Ev, bn, bl, bs;
   bool causal;
@@ -70,18 +93,24 @@ struct Operands {
   T keep_scale;  // 1 / (1 - p)
 };
 
+// N: the matrices of a (N, rows, cols) or (B, H, rows, cols) operand.
+int64_t matrices(const Tensor& t) { return t.dim() == 3 ? t.size(0) : t.size(0) * t.size(1); }
+
 template <typename T, typename In = T>
 Operands<T, In> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
                          double scale, const AttentionDropout& dropout) {
   Operands<T, In> o{static_cast<const In*>(q.data()),
                     static_cast<const In*>(k.data()),
                     static_cast<const In*>(v.data()),
+                    row_layout(q),
+                    row_layout(k),
+                    row_layout(v),
                     nullptr,
-                    q.size(0), q.size(1), k.size(1), q.size(2), v.size(2), 0, 0, 0,
+                    matrices(q), q.size(-2), k.size(-2), q.size(-1), v.size(-1), 0, 0, 0,
                     causal,
                     T(scale),
                     dropout.p > 0,
-                    attention_dropout::keep_mask(dropout, k.size(1)),
+                    attention_dropout::keep_mask(dropout, k.size(-2)),
                     T(1.0 / (1.0 - dropout.p))};
   if (bias.defined()) {
     o.bias = static_cast<const T*>(bias.data());
@@ -207,9 +236,10 @@ inline void keep_factors(T* z, const Operands<T, In>& o, int64_t g, int64_t j0, 
 }
 
 // Forward tasks [begin, end): task t is query tile t % tiles of n = t / tiles.
-// out (N, L, Ev), lse (N, L).
+// out (N, L, Ev) laid out as lo, lse (N, L) contiguous.
 template <typename T, typename In>
-inline void forward_tasks(T* out, T* lse, const Operands<T, In>& o, int64_t begin, int64_t end) {
+inline void forward_tasks(T* out, const RowLayout& lo, T* lse, const Operands<T, In>& o, int64_t begin,
+                          int64_t end) {
   const int64_t L = o.L, S = o.S, E = o.E, Ev = o.Ev, tiles = (L + kRows - 1) / kRows;
   std::vector<T> s(size_t(kRows * kKeys)), acc(size_t(kRows * Ev)), z(size_t(o.dropout ? kKeys : 0));
   T m[kRows], l[kRows];
@@ -218,13 +248,14 @@ inline void forward_tasks(T* out, T* lse, const Operands<T, In>& o, int64_t begi
     std::fill_n(m, rows, am::minus_inf<T>());
     std::fill_n(l, rows, T(0));
     std::fill(acc.begin(), acc.end(), T(0));
-    const In* qt = o.q + (n * L + i0) * E;  // (rows, E)
+    const In* qt = o.q + o.lq.at(n, i0);  // (rows, E)
     const int64_t keys = am::key_end(o.causal, i0 + rows - 1, S);
     for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
       const int64_t cols = std::min(kKeys, keys - j0);
-      const In *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
+      const In *kt = o.k + o.lk.at(n, j0), *vt = o.v + o.lv.at(n, j0);  // (cols, E), (cols, Ev)
       // s (rows, cols) = scale q_t (rows, E) · k_t^T (E, cols)
-      gemm<T>(rows, cols, E, o.scale, rows_of(qt, E), transposed(kt, E), T(0), s.data(), kKeys);
+      gemm<T>(rows, cols, E, o.scale, rows_of(qt, o.lq.row_stride), transposed(kt, o.lk.row_stride), T(0), s.data(),
+              kKeys);
       mask_tile(s.data(), o, n, i0, rows, j0, cols);
       for (int64_t r = 0; r < rows; ++r) {
         T* sr = s.data() + r * kKeys;
@@ -256,13 +287,13 @@ inline void forward_tasks(T* out, T* lse, const Operands<T, In>& o, int64_t begi
         }
       }
       // acc (rows, Ev) += p (rows, cols) · v_t (cols, Ev)
-      gemm<T>(rows, Ev, cols, T(1), rows_of(s.data(), kKeys), rows_of(vt, Ev), T(1), acc.data(), Ev);
+      gemm<T>(rows, Ev, cols, T(1), rows_of(s.data(), kKeys), rows_of(vt, o.lv.row_stride), T(1), acc.data(), Ev);
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = n * L + i0 + r;
       const T inv = am::inverse_sum(l[r]);
-      for (int64_t d = 0; d < Ev; ++d) out[i * Ev + d] = acc[size_t(r * Ev + d)] * inv;
-      lse[i] = am::row_logsumexp(m[r], l[r]);
+      T* out_row = out + lo.at(n, i0 + r);
+      for (int64_t d = 0; d < Ev; ++d) out_row[d] = acc[size_t(r * Ev + d)] * inv;
+      lse[n * L + i0 + r] = am::row_logsumexp(m[r], l[r]);
     }
   }
 }
@@ -273,6 +304,7 @@ template <typename T, typename In = T>
 struct Grads {
   T *dq, *dk, *dv, *dq_runs;
   const In *dout, *out;
+  RowLayout ldq, ldk, ldv, ldout, lout;
   const T* lse;
   int64_t runs;  // runs of key tiles per n
 };
@@ -286,10 +318,12 @@ inline void backward_tasks(const Grads<T, In>& g, const Operands<T, In>& o, int6
   std::vector<T> z(size_t(o.dropout ? kKeys : 0));
   for (int64_t t = begin; t < end; ++t) {
     const int64_t n = t / g.runs, run = t % g.runs;
-    T* dq = run == 0 ? g.dq + n * L * E : g.dq_runs + ((run - 1) * N + n) * L * E;  // (L, E)
+    // dq (L, E) of this n, with row stride dq_ld
+    T* dq = run == 0 ? g.dq + g.ldq.at(n, 0) : g.dq_runs + ((run - 1) * N + n) * L * E;
+    const int64_t dq_ld = run == 0 ? g.ldq.row_stride : E;
     // D_i = dout_i . out_i  (L)
     for (int64_t i = 0; i < L; ++i) {
-      const In *gi = g.dout + (n * L + i) * Ev, *oi = g.out + (n * L + i) * Ev;
+      const In *gi = g.dout + g.ldout.at(n, i), *oi = g.out + g.lout.at(n, i);
       T dot = 0;
 #pragma omp simd reduction(+ : dot)
       for (int64_t d = 0; d < Ev; ++d) dot += T(gi[d]) * T(oi[d]);
@@ -297,14 +331,15 @@ inline void backward_tasks(const Grads<T, In>& g, const Operands<T, In>& o, int6
     }
     for (int64_t tile = run * key_tiles / g.runs; tile < (run + 1) * key_tiles / g.runs; ++tile) {
       const int64_t j0 = tile * kKeys, cols = std::min(kKeys, S - j0);
-      const In *kt = o.k + (n * S + j0) * E, *vt = o.v + (n * S + j0) * Ev;  // (cols, E), (cols, Ev)
-      T *dkt = g.dk + (n * S + j0) * E, *dvt = g.dv + (n * S + j0) * Ev;    // (cols, E), (cols, Ev)
+      const In *kt = o.k + o.lk.at(n, j0), *vt = o.v + o.lv.at(n, j0);  // (cols, E), (cols, Ev)
+      T *dkt = g.dk + g.ldk.at(n, j0), *dvt = g.dv + g.ldv.at(n, j0);    // (cols, E), (cols, Ev)
       // Causal: rows i < j0 see none of these keys.
       for (int64_t i0 = o.causal ? j0 : 0; i0 < L; i0 += kRows) {
         const int64_t rows = std::min(kRows, L - i0);
-        const In *qt = o.q + (n * L + i0) * E, *gt = g.dout + (n * L + i0) * Ev;  // (rows, E), (rows, Ev)
+        const In *qt = o.q + o.lq.at(n, i0), *gt = g.dout + g.ldout.at(n, i0);  // (rows, E), (rows, Ev)
         // p (rows, cols) = exp(scale q_t · k_t^T + bias - lse_i)
-        gemm<T>(rows, cols, E, o.scale, rows_of(qt, E), transposed(kt, E), T(0), p.data(), kKeys);
+        gemm<T>(rows, cols, E, o.scale, rows_of(qt, o.lq.row_stride), transposed(kt, o.lk.row_stride), T(0), p.data(),
+                kKeys);
         mask_tile(p.data(), o, n, i0, rows, j0, cols);
         for (int64_t r = 0; r < rows; ++r) {
           const T lse = g.lse[n * L + i0 + r];
@@ -313,7 +348,8 @@ inline void backward_tasks(const Grads<T, In>& g, const Operands<T, In>& o, int6
           for (int64_t c = 0; c < cols; ++c) pr[c] = exp_nonpositive(pr[c] - lse);
         }
         // dp (rows, cols) = dout_t (rows, Ev) · v_t^T (Ev, cols)
-        gemm<T>(rows, cols, Ev, T(1), rows_of(gt, Ev), transposed(vt, Ev), T(0), ds.data(), kKeys);
+        gemm<T>(rows, cols, Ev, T(1), rows_of(gt, g.ldout.row_stride), transposed(vt, o.lv.row_stride), T(0), ds.data(),
+                kKeys);
         if (!o.dropout) {
           // ds_ij = scale p_ij (dp_ij - D_i), the scale folded in for dq and dk
           for (int64_t r = 0; r < rows; ++r) {
@@ -338,26 +374,30 @@ inline void backward_tasks(const Grads<T, In>& g, const Operands<T, In>& o, int6
           }
         }
         // dv_t (cols, Ev) += p^T (cols, rows) · dout_t (rows, Ev)
-        gemm<T>(cols, Ev, rows, T(1), transposed(p.data(), kKeys), rows_of(gt, Ev), T(1), dvt, Ev);
+        gemm<T>(cols, Ev, rows, T(1), transposed(p.data(), kKeys), rows_of(gt, g.ldout.row_stride), T(1), dvt,
+                g.ldv.row_stride);
         // dq_t (rows, E) += ds (rows, cols) · k_t (cols, E)
-        gemm<T>(rows, E, cols, T(1), rows_of(ds.data(), kKeys), rows_of(kt, E), T(1), dq + i0 * E, E);
+        gemm<T>(rows, E, cols, T(1), rows_of(ds.data(), kKeys), rows_of(kt, o.lk.row_stride), T(1), dq + i0 * dq_ld,
+                dq_ld);
         // dk_t (cols, E) += ds^T (cols, rows) · q_t (rows, E)
-        gemm<T>(cols, E, rows, T(1), transposed(ds.data(), kKeys), rows_of(qt, E), T(1), dkt, E);
+        gemm<T>(cols, E, rows, T(1), transposed(ds.data(), kKeys), rows_of(qt, o.lq.row_stride), T(1), dkt,
+                g.ldk.row_stride);
       }
     }
   }
 }
 
 // The float loops per x86 vector width (LOOM_CPU_CLONES); flatten inlines the templates.
-LOOM_CPU_CLONES void forward_f32(float* out, float* lse, const Operands<float>& o, int64_t begin, int64_t end) {
-  forward_tasks(out, lse, o, begin, end);
+LOOM_CPU_CLONES void forward_f32(float* out, const RowLayout& lo, float* lse, const Operands<float>& o, int64_t begin,
+                                 int64_t end) {
+  forward_tasks(out, lo, lse, o, begin, end);
 }
 LOOM_CPU_CLONES void backward_f32(const Grads<float>& g, const Operands<float>& o, int64_t begin, int64_t end) {
   backward_tasks(g, o, begin, end);
 }
-LOOM_CPU_CLONES void forward_bf16(float* out, float* lse, const Operands<float, BFloat16>& o, int64_t begin,
-                                  int64_t end) {
-  forward_tasks(out, lse, o, begin, end);
+LOOM_CPU_CLONES void forward_bf16(float* out, const RowLayout& lo, float* lse, const Operands<float, BFloat16>& o,
+                                  int64_t begin, int64_t end) {
+  forward_tasks(out, lo, lse, o, begin, end);
 }
 LOOM_CPU_CLONES void backward_bf16(const Grads<float, BFloat16>& g, const Operands<float, BFloat16>& o, int64_t begin,
                                    int64_t end) {
@@ -365,10 +405,10 @@ LOOM_CPU_CLONES void backward_bf16(const Grads<float, BFloat16>& g, const Operan
 }
 
 template <typename T, typename In>
-void forward_loops(T* out, T* lse, const Operands<T, In>& o, int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<In, BFloat16>) forward_bf16(out, lse, o, begin, end);
-  else if constexpr (std::is_same_v<T, float>) forward_f32(out, lse, o, begin, end);
-  else forward_tasks(out, lse, o, begin, end);
+void forward_loops(T* out, const RowLayout& lo, T* lse, const Operands<T, In>& o, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<In, BFloat16>) forward_bf16(out, lo, lse, o, begin, end);
+  else if constexpr (std::is_same_v<T, float>) forward_f32(out, lo, lse, o, begin, end);
+  else forward_tasks(out, lo, lse, o, begin, end);
 }
 template <typename T, typename In>
 void backward_loops(const Grads<T, In>& g, const Operands<T, In>& o, int64_t begin, int64_t end) {
@@ -413,7 +453,7 @@ int64_t threads_here() { return in_parallel_region() ? 1 : get_num_threads(); }
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
-  const int64_t N = q.size(0), L = q.size(1);
+  const int64_t N = matrices(q), L = q.size(-2);
   if (N == 0 || L == 0 || out.numel() == 0) return;
   if (q.dtype() == kFloat16) {  // Note [16-bit attention on the CPU]
     const Tensor out32 = float_output(out);
@@ -425,9 +465,10 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
   dispatch_attention(q.dtype(), "scaled_dot_product_attention", [&]<typename T, typename In>() {
     const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale, dropout);
     T *op = static_cast<T*>(out_t.data()), *lp = static_cast<T*>(lse.data());
+    const RowLayout lo = row_layout(out_t);
     // A task (a tile of rows against every key) is GEMM work enough for a chunk of its own.
     parallel_for(0, N * ((L + kRows - 1) / kRows), 1,
-                 [&](int64_t begin, int64_t end) { forward_loops(op, lp, o, begin, end); });
+                 [&](int64_t begin, int64_t end) { forward_loops(op, lo, lp, o, begin, end); });
   });
   if (!out_t.is_same(out)) copy(out, out_t);
 }
@@ -445,7 +486,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   // float32 accumulators for bfloat16 gradients, rounded once at the end
   const Tensor dq_t = float_output(dq), dk_t = float_output(dk), dv_t = float_output(dv), bias_t = widened(bias);
   for (const Tensor* g : {&dq_t, &dk_t, &dv_t}) fill(*g, 0);  // the loops accumulate into them
-  const int64_t N = q.size(0), L = q.size(1), S = k.size(1), E = q.size(2);
+  const int64_t N = matrices(q), L = q.size(-2), S = k.size(-2), E = q.size(-1);
   if (N > 0 && L > 0 && S > 0) {
     dispatch_attention(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T, typename In>() {
       const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale, dropout);
@@ -458,17 +499,27 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                            dq_runs.data(),
                            static_cast<const In*>(grad_out.data()),
                            static_cast<const In*>(out.data()),
+                           row_layout(dq_t),
+                           row_layout(dk_t),
+                           row_layout(dv_t),
+                           row_layout(grad_out),
+                           row_layout(out),
                            static_cast<const T*>(lse.data()),
                            runs};
       parallel_for(0, N * runs, 1, [&](int64_t begin, int64_t end) { backward_loops(g, o, begin, end); });
       if (runs == 1) return;
-      // dq (N, L, E) += the dq of every later run
-      parallel_for(0, N * L * E, kParallelGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t run = 1; run < runs; ++run) {
-          const T* src = g.dq_runs + (run - 1) * N * L * E;
-          for (int64_t i = begin; i < end; ++i) g.dq[i] += src[i];
-        }
-      });
+      // dq (N, L, E) += the dq of every later run, row by row ((n, i) = row / L, row % L)
+      parallel_for(0, N * L, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(E, 1)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t row = begin; row < end; ++row) {
+                       T* dst = g.dq + g.ldq.at(row / L, row % L);
+                       for (int64_t run = 1; run < runs; ++run) {
+                         const T* src = g.dq_runs + ((run - 1) * N * L + row) * E;
+#pragma omp simd
+                         for (int64_t d = 0; d < E; ++d) dst[d] += src[d];
+                       }
+                     }
+                   });
     });
   }
   for (auto [grad, acc] : {std::pair{&dq, &dq_t}, std::pair{&dk, &dk_t}, std::pair{&dv, &dv_t}})
