@@ -29,6 +29,9 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout = {});
+// Whether a 4-D (B, H, rows, cols) operand can be read or written where it is: a unit column
+// stride and rows that do not overlap (each row is a GEMM operand row, its stride the ld).
+bool attention_heads_in_place(const Tensor& t);
 // Whether q's device's backend has fused kernels for q (N, L, E) and v (N, S, Ev): their
 // dtype and head dims E, Ev (else the caller composes the ops).
 bool has_attention_kernels(const Tensor& q, const Tensor& v);

@@ -161,8 +161,7 @@ namespace {
 // the CPU (B, H, rows, cols) with a unit column stride and rows that do not overlap.
 bool attention_operand_ok(const Tensor& t) {
   if (t.dim() == 3) return t.is_contiguous();
-  return t.dim() == 4 && t.device().is_cpu() && (t.stride(3) == 1 || t.size(3) <= 1) &&
-         (t.size(2) <= 1 || t.stride(2) >= t.size(3));
+  return t.dim() == 4 && t.device().is_cpu() && attention_heads_in_place(t);
 }
 
 bool attention_operands_ok(std::initializer_list<const Tensor*> ts) {
@@ -173,6 +172,10 @@ bool attention_operands_ok(std::initializer_list<const Tensor*> ts) {
 }
 
 }  // namespace
+
+bool attention_heads_in_place(const Tensor& t) {
+  return (t.stride(3) == 1 || t.size(3) <= 1) && (t.size(2) <= 1 || t.stride(2) >= t.size(3));
+}
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {

@@ -12,14 +12,8 @@ namespace loom {
 
 namespace {
 
-// A (B, H, rows, cols) operand the CPU kernel reads in place: unit column stride, rows not
-// overlapping (each row is a GEMM operand row with the row stride as its ld).
-bool readable_in_place(const Tensor& t) {
-  return (t.stride(3) == 1 || t.size(3) <= 1) && (t.size(2) <= 1 || t.stride(2) >= t.size(3));
-}
-
 // A 4-D operand as the kernel reads it: itself, or a copy where it cannot.
-Tensor heads_operand(const Tensor& t) { return readable_in_place(t) ? t : t.contiguous(); }
+Tensor heads_operand(const Tensor& t) { return kernels::attention_heads_in_place(t) ? t : t.contiguous(); }
 
 // A (B, H, rows, cols) tensor laid out as (B, rows, H, cols): MultiheadAttention's heads
 // layout, whose transpose(1, 2) is contiguous.

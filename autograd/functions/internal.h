@@ -19,6 +19,8 @@ Dims reduction_dims(const Tensor& t, const Dims& dims, const char* op);
 Shape reduced_shape(const Shape& shape, const Dims& dims, bool keepdim);
 // t.detach(), or t itself when undefined (optional inputs such as a missing bias).
 inline Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
+// Product of all sizes but the last (the rows of t viewed as a matrix; 1 for a 1-D t).
+int64_t leading_numel(const Tensor& t);
 // Undoes keepdim=false: re-inserts size-1 dims at `dims` so g broadcasts against the input.
 Tensor unsqueeze_dims(const Tensor& g, const Dims& dims, bool keepdim);
 

@@ -3,16 +3,15 @@
 #include "autograd/functions/linear.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "kernels/kernels.h"
 
 namespace loom {
 
 Tensor fused_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const int64_t K = weight_in.size(1), N = weight_in.size(0);
+  const int64_t K = weight_in.size(1), N = weight_in.size(0), rows = leading_numel(x_in);
   Shape out_shape(x_in.sizes().begin(), x_in.sizes().end() - 1);
-  int64_t rows = 1;  // x's leading dims as one (a 1-D x is one row)
-  for (int64_t d : out_shape) rows *= d;
   out_shape.push_back(N);  // (..., N)
   Tensor y = empty(out_shape, x_in.options());
   {

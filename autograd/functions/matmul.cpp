@@ -20,13 +20,6 @@
 namespace loom {
 namespace {
 
-// Product of all sizes but the last (the rows of t viewed as a matrix).
-int64_t leading_numel(const Tensor& t) {
-  int64_t n = 1;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d) n *= t.size(d);
-  return n;
-}
-
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   // Called only when a check fails (LOOM_CHECK evaluates its message lazily).
   auto operands = [&] { return shape_str(a.sizes()) + " @ " + shape_str(b.sizes()); };
@@ -127,6 +120,12 @@ Tensor matmul_op(const Tensor& a_in, const Tensor& b_in, const char* op) {
 }
 
 }  // namespace
+
+int64_t leading_numel(const Tensor& t) {
+  int64_t n = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) n *= t.size(d);
+  return n;
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_op(a, b, "matmul"); }
 

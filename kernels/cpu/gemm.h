@@ -49,6 +49,9 @@ void gemm_avx2(const GemmArgs& args);      // needs a CPU with AVX2 and FMA
 bool cpu_has_avx512();
 bool cpu_has_avx2();
 void gemm_portable(const GemmArgs& args);  // any x86-64
+// The same product written for C^T: C^T (N, M) = B^T (N, K) · A^T (K, M). Transposing a
+// matrix flips its storage order and keeps its pointer and ld, so C's order flips too.
+GemmArgs transposed_product(const GemmArgs& g);
 using GemmFn = void (*)(const GemmArgs&);
 // The widest of the three Eigen builds that this CPU runs.
 GemmFn best_eigen_gemm();

@@ -7,7 +7,6 @@
 #error "#define Eigen loom_eigen_<variant> before including gemm_impl.h (Note [GEMM dispatch])"
 #endif
 
-#include <utility>
 
 // GCC 12 warns that Eigen's AVX-512 half-register extracts read an uninitialised
 // register (_mm256_undefined_pd, by design); the warning is a false positive.
@@ -55,17 +54,8 @@ void gemm_dispatch_orders(const GemmArgs& g) {
 
 void gemm_eigen(const GemmArgs& args) {
   if (args.M == 0 || args.N == 0) return;
-  GemmArgs g = args;
-  // A row-major C is a column-major C^T (N, M) = B^T (N, K) · A^T (K, M): transposing a
-  // matrix flips its storage order and keeps its pointer and ld. So only C col-major
-  // needs compiling.
-  if (!g.c_col_major) {
-    std::swap(g.M, g.N);
-    std::swap(g.a, g.b);
-    g.a.col_major = !g.a.col_major;
-    g.b.col_major = !g.b.col_major;
-    g.c_col_major = true;
-  }
+  // Only C column-major needs compiling: a row-major C is computed as its transpose.
+  const GemmArgs g = args.c_col_major ? args : transposed_product(args);
   if (g.dtype == DType::Float64) gemm_dispatch_orders<double>(g);
   else gemm_dispatch_orders<float>(g);
 }

@@ -2,8 +2,6 @@
 // (Note [GEMM dispatch] in gemm.h).
 #include <oneapi/dnnl/dnnl.h>
 
-#include <utility>
-
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
 
@@ -48,17 +46,8 @@ void gemm_onednn(const GemmArgs& args) {
     best_eigen_gemm()(args);
     return;
   }
-  if (args.M == 0 || args.N == 0) return;
-  GemmArgs g = args;
-  // sgemm is row-major: a column-major C is the row-major C^T (N, M) = B^T · A^T, and
-  // transposing a matrix flips its storage order and keeps its pointer and ld.
-  if (g.c_col_major) {
-    std::swap(g.M, g.N);
-    std::swap(g.a, g.b);
-    g.a.col_major = !g.a.col_major;
-    g.b.col_major = !g.b.col_major;
-    g.c_col_major = false;
-  }
+  // (An empty C has no multiply-adds: Eigen took it above.) sgemm is row-major.
+  const GemmArgs g = args.c_col_major ? transposed_product(args) : args;
   // A column-major (M, K) operand with stride ld is a row-major (K, M) one read transposed.
   const char trans_a = g.a.col_major ? 'T' : 'N', trans_b = g.b.col_major ? 'T' : 'N';
   OneThreadOpenMP one_thread;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "core/factories.h"
 #include "core/parallel.h"
@@ -33,6 +34,16 @@ bool cpu_has_avx2() {
 #else
   return false;
 #endif
+}
+
+GemmArgs transposed_product(const GemmArgs& g) {
+  GemmArgs t = g;
+  std::swap(t.M, t.N);
+  std::swap(t.a, t.b);
+  t.a.col_major = !t.a.col_major;
+  t.b.col_major = !t.b.col_major;
+  t.c_col_major = !t.c_col_major;
+  return t;
 }
 
 GemmFn best_eigen_gemm() { return cpu_has_avx512() ? gemm_avx512 : cpu_has_avx2() ? gemm_avx2 : gemm_portable; }
