@@ -2,9 +2,9 @@
 // between kernels::bmm (kernels/cpu/matmul.cpp) and the libraries that multiply.
 //
 // Note [GEMM dispatch]
-// float32 products run on oneDNN's sgemm (gemm_onednn.cpp, Debian's libdnnl): on the
-// transformer and LSTM shapes it runs at 200-220 GFLOP/s on 2 Zen 4 cores (95% of their
-// FMA peak), Eigen's at 120-190 (docs/benchmarks.md, "float32 GEMM"). It runs on the
+// float32 products run on oneDNN's sgemm (gemm_onednn.cpp, Debian's libdnnl): on a
+// transformer step's shapes it runs at 175-220 GFLOP/s on 2 Zen 4 cores (up to 95% of their
+// FMA peak), Eigen's at 170-180 (bench_core's gemm_shape lines, docs/benchmarks.md). It runs on the
 // calling thread alone: matmul.cpp splits C across Loom's pool, as it does for Eigen.
 // float64, and float32 products too small to pay for oneDNN's per-call checks, run on
 // Eigen. Eigen's GEMM is compiled three times, from the same body (gemm_impl.h): gemm_avx512.cpp
