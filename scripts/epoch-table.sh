@@ -14,7 +14,7 @@
 #
 # Time per epoch is the mean over the epochs after the first (which also pays for warm-up:
 # the allocator's first blocks, cuDNN's plans); with --epochs 1 it is the first.
-# The GPU rows need a CUDA build of Loom (scripts/gpu-check.sh makes build/gpu) and a GPU
+# The GPU rows need a CUDA build of Loom (scripts/gpu-pack.sh makes build/gpu) and a GPU
 # that nvidia-smi lists.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -69,7 +69,7 @@ gpu_note=""
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   gpu_note="GPU rows not run: no usable GPU (nvidia-smi lists none)."
 elif [ ! -x "$cuda_build/examples/text_classification" ]; then
-  gpu_note="GPU rows not run: no CUDA build at $cuda_build (scripts/gpu-check.sh makes one; or --cuda-build DIR)."
+  gpu_note="GPU rows not run: no CUDA build at $cuda_build (scripts/gpu-pack.sh makes one; or --cuda-build DIR)."
 else
   gpu_program=$cuda_build/examples/text_classification
   run cuda-float32 cuda float32 "$gpu_program" off

@@ -1,152 +1,207 @@
 #!/usr/bin/env bash
-# The one command for a GPU machine: builds Loom with its CUDA backend for sm_90 (H100 /
-# H200), runs the whole test suite with the CUDA tests, runs the GPU benchmarks (Loom and
-# the machine's PyTorch in the same run) and prints a short table last.
+# The GPU check's second half, run ON THE GPU MACHINE (CUDA driver, PyTorch with its
+# nvidia-* pip packages, no network, no Debian dev packages). It compiles nothing: it
+# unpacks what scripts/gpu-pack.sh built here (.gpu-pack/loom-gpu.tar.xz), then runs
+#   1. the CUDA tests (ctest -L cuda: every "[.cuda]" test case and the examples on cuda:0),
+#   2. Loom's GPU benchmarks beside PyTorch's, same GPU, same run (bench_cuda and
+#      torch_cuda_bench.py; loom-bench and torch_workloads.py in float32, bf16 and fp16 autocast),
+#   3. the CPU-vs-GPU epoch table of the flagship (on a subset),
+#   4. compute-sanitizer: memcheck over every CUDA test case, racecheck and initcheck over
+#      the attention, reduction and sort tests,
+# and prints a short table last. Logs and JSON lines go to $OUT (or build/gpu-check).
 #
-# Made for a machine with CUDA 13, CMake, ninja and PyTorch but no Debian dev packages and
-# no network: run scripts/gpu-prep.sh on a development machine first, which copies the
-# header-only dependencies and Gloo into .gpu-deps/ (carry that folder along). cuDNN and
-# NCCL are taken from the system, or from the nvidia-cudnn / nvidia-nccl pip packages the
-# machine's PyTorch uses. The CUDA tests include the nccl backend's (ProcessGroupNCCL: ...).
+#   here:  bash scripts/gpu-pack.sh
+#   there: device run, carry [".gpu-pack"], command "bash scripts/gpu-check.sh"
 #
-#   bash scripts/gpu-check.sh            # logs and JSON lines go to $OUT (or build/gpu-check)
+# Each stage gets only what is left of LOOM_GPU_CHECK_BUDGET_S (default 540 s, inside the
+# device tool's 600 s per command), most important first, so the summary always prints.
+# LOOM_GPU_CHECK_SKIP="sanitizers epoch" leaves stages out (names: tests bench epoch sanitizers).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$(date +%s)
 out=${OUT:-build/gpu-check}
 mkdir -p "$out"
-jobs=$(nproc)
-# The device tool gives a command 600 s: the stages below run most important first
-# (build, CUDA tests, benchmarks, then the CPU suite, which CI also runs) and each gets
-# only the time that is left, so the summary always prints.
-budget=${LOOM_GPU_CHECK_BUDGET_S:-560}
+budget=${LOOM_GPU_CHECK_BUDGET_S:-540}
+skip=" ${LOOM_GPU_CHECK_SKIP:-} "
 left() { echo $(( budget - ($(date +%s) - start) )); }
-# A timeout of at most $1 s and at least 1 s within what is left (GNU timeout reads 0 as
-# "no limit" and refuses a negative one).
-within() { local l; l=$(left); [ "$l" -lt "$1" ] && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
-# Runs the rest of the line under such a timeout, or skips it when under 10 s are left.
-budgeted() { local cap=$1; shift; [ "$(left)" -ge 10 ] || { echo "skipped (out of time): $*"; return 124; }; timeout "$(within "$cap")" "$@"; }
+# Runs the rest of the line under a timeout of at most $1 s within what is left, or skips
+# it when under 10 s are left (GNU timeout reads 0 as "no limit" and refuses a negative one).
+budgeted() {
+  local cap=$1 l; shift
+  l=$(left)
+  [ "$l" -ge 10 ] || { echo "skipped (out of time): $*"; return 124; }
+  timeout "$(( l < cap ? l : cap ))" "$@"
+}
+wanted() { [[ "$skip" != *" $1 "* ]]; }
 # Each test process would otherwise keep one spinning OpenMP thread per core.
 export OMP_WAIT_POLICY=PASSIVE
 
-prefix=()
-if [ -d .gpu-deps/usr ]; then
-  prefix=(-DCMAKE_PREFIX_PATH="$PWD/.gpu-deps/usr")
-  # oneDNN travels gzipped (40 MB as it is): unpack it where the linker and loader look.
-  if [ -f .gpu-deps/usr/lib/libdnnl.so.2.6.gz ] && [ ! -f .gpu-deps/usr/lib/libdnnl.so.2.6 ]; then
-    gunzip -k .gpu-deps/usr/lib/libdnnl.so.2.6.gz
-    ln -sf libdnnl.so.2.6 .gpu-deps/usr/lib/libdnnl.so.2
-    ln -sf libdnnl.so.2 .gpu-deps/usr/lib/libdnnl.so
+# ---- unpack and resolve the build's absolute paths ------------------------------------------
+pack=.gpu-pack/loom-gpu.tar.xz
+[ -f "$pack" ] || { echo "gpu-check: no $pack: run scripts/gpu-pack.sh on the development machine and carry .gpu-pack"; exit 2; }
+tmp=$(mktemp -d)
+tar -C "$tmp" -xJf "$pack" || { echo "gpu-check: could not unpack $pack"; exit 2; }
+# shellcheck disable=SC1091
+. "$tmp/manifest.env"
+build=$pack_build_dir
+rm -rf "$build"
+mkdir -p "$(dirname "$build")"
+mv "$tmp/$build" "$build"
+mv "$tmp/lib" "$build/lib"
+cp "$tmp/manifest.env" "$out/"
+rm -rf "$tmp"
+# The programs were built in $pack_source_dir: the tests and examples find their data
+# there (compiled-in paths), CTest's files name it. Link that path to this tree when it is
+# free (commands run as root on the device machine), and rewrite CTest's files either way.
+if [ "$pack_source_dir" != "$PWD" ]; then
+  if [ ! -e "$pack_source_dir" ]; then
+    mkdir -p "$(dirname "$pack_source_dir")" 2>/dev/null && ln -s "$PWD" "$pack_source_dir" 2>/dev/null \
+      || echo "gpu-check: cannot link $pack_source_dir to this tree: programs that read data by their compiled-in path will miss it"
   fi
-  # libgloo.so, libdnnl.so and the libraries they need, for the linker and for the tests.
-  export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib:$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-
-# cuDNN: the system's, or the one inside the nvidia-cudnn-cu13 wheel.
-# (nvidia.cudnn may be a namespace package without __file__: ask for its folder.)
-cudnn_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.cudnn"); print(list(s.submodule_search_locations)[0])' 2>/dev/null || true)
-if [ -n "$cudnn_root" ]; then
-  export CUDNN_ROOT="$cudnn_root"
-  export LD_LIBRARY_PATH="$cudnn_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-# NCCL: the toolkit's, or the nvidia-nccl-cu13 wheel's (CMakeLists.txt looks there too).
-nccl_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0])' 2>/dev/null || true)
-if [ -n "$nccl_root" ]; then
-  export NCCL_ROOT="$nccl_root"
-  export LD_LIBRARY_PATH="$nccl_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  find "$build" -name '*.cmake' -exec sed -i "s|$pack_source_dir|$PWD|g" {} +
 fi
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+# Libraries: the packed ones (Gloo, oneDNN, ...), then every lib/ folder of the machine's
+# nvidia-* pip packages (cuDNN, NCCL, cuBLAS, the CUDA runtime) that PyTorch uses.
+nvidia_libs=$(python3 - <<'EOF' 2>/dev/null
+import os
+try:
+    import nvidia
+except ImportError:
+    raise SystemExit
+dirs = []
+for root in nvidia.__path__:
+    for d, _, files in os.walk(root):
+        if os.path.basename(d) == "lib" and any(".so" in f for f in files):
+            dirs.append(d)
+print(":".join(sorted(dirs)))
+EOF
+)
+export LD_LIBRARY_PATH="$PWD/$build/lib${nvidia_libs:+:$nvidia_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+missing=$(ldd "$build/loom_tests" "$build/bench/loom-bench" | grep "not found" | sort -u)
+[ -z "$missing" ] || { echo "gpu-check: libraries not found:"; echo "$missing"; exit 2; }
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
 
-echo "== configure + build (sm_90, $jobs jobs)"
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_ENABLE_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_CUDA_ARCHITECTURES=90 -DLOOM_USE_CCACHE=OFF "${prefix[@]}" \
-  ${CUDNN_ROOT:+-DCUDNN_ROOT="$CUDNN_ROOT"} >"$out/configure.log" 2>&1 \
-  || { tail -40 "$out/configure.log"; exit 1; }
-# A configure that found no CUDA compiler builds the CPU backend only: every CUDA test
-# would then be skipped. Stop instead.
-grep -q "CUDA backend ON" "$out/configure.log" || { echo "configured WITHOUT CUDA"; tail -40 "$out/configure.log"; exit 1; }
-grep -i "cudnn" "$out/configure.log" | head -3
-# Without NCCL the ProcessGroupNCCL tests skip themselves (exit 77): say so up front.
-grep "NCCL" "$out/configure.log" | head -3
-budgeted 100000 cmake --build build/gpu -j "$jobs" >"$out/build.log" 2>&1 \
-  || { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; tail -5 "$out/build.log"; exit 1; }
-build_s=$(( $(date +%s) - start ))
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  echo "pack: commit $pack_commit (+$pack_modified_files modified files), sm_$pack_arch, built $pack_date"
+  python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1 | tail -1
+  ldd "$build/loom_tests" | awk '/libcudnn\.|libnccl|libcublas\.|libcudart/ { print $1, $3 }'
+} | tee "$out/machine.txt"
 
-echo "== CUDA tests ($(left) s left)"
-# Two disjoint runs, each test once: the CUDA tests (label cuda) first, the CPU suite last.
-budgeted 100000 ctest --test-dir build/gpu -L cuda -j 4 --timeout 300 --output-on-failure >"$out/ctest-cuda.log" 2>&1
-cuda_rc=$?
-# The nccl backend's tests are among them (a world of one on this GPU).
-grep -E "Test +#[0-9]+: ProcessGroupNCCL" "$out/ctest-cuda.log" > "$out/nccl.txt" || echo "no ProcessGroupNCCL test ran" > "$out/nccl.txt"
+# ---- 1. CUDA tests -----------------------------------------------------------------------------
+tests_rc=0
+if wanted tests; then
+  echo "== CUDA tests ($(left) s left)"
+  budgeted 240 ctest --test-dir "$build" -L cuda -j 4 --timeout 200 --output-on-failure >"$out/ctest-cuda.log" 2>&1
+  tests_rc=$?
+  sed -n '/The following tests FAILED/,$p' "$out/ctest-cuda.log"
+  grep -E -B2 -A6 "FAILED:|with expansion|due to unexpected exception|SIGSEGV|Subprocess aborted" "$out/ctest-cuda.log" | head -60
+fi
 
-echo "== benchmarks ($(left) s left)"
+# ---- 2. benchmarks, Loom then PyTorch ------------------------------------------------------------
 : >"$out/bench.jsonl"
-[ -x build/gpu/bench/bench_cuda ] && budgeted 90 build/gpu/bench/bench_cuda | tee -a "$out/bench.jsonl"
-[ -f bench/torch_cuda_bench.py ] && budgeted 90 python3 bench/torch_cuda_bench.py | tee -a "$out/bench.jsonl"
-# The training workloads of shared/workloads.md on the GPU, Loom then PyTorch.
 : >"$out/workloads.jsonl"
-[ -x build/gpu/bench/loom-bench ] && budgeted 90 build/gpu/bench/loom-bench --device cuda | tee -a "$out/workloads.jsonl"
-budgeted 90 python3 bench/torch_workloads.py --device cuda | tee -a "$out/workloads.jsonl"
-# The CPU-vs-GPU epoch table of the flagship (docs/benchmarks.md), on a subset to fit the time.
-OUT="$out/epoch-table" budgeted 120 bash scripts/epoch-table.sh --no-build --epochs 2 --train-limit 4096 \
-  --cpu-build build/gpu --cuda-build build/gpu > "$out/epoch-table.txt" 2>&1 || echo "epoch table: failed (rc $?)" >> "$out/epoch-table.txt"
-
-echo "== CPU tests ($(left) s left)"
-if [ "$(left)" -gt 30 ]; then
-  budgeted 100000 ctest --test-dir build/gpu -LE cuda -j 8 --timeout 300 --output-on-failure >"$out/ctest.log" 2>&1
-  cpu_rc=$?
-else
-  echo "not run: out of time" >"$out/ctest.log"
-  cpu_rc=1
+if wanted bench; then
+  echo "== benchmarks ($(left) s left)"
+  budgeted 90 "$build/bench/bench_cuda" >>"$out/bench.jsonl" 2>"$out/bench_cuda.err"
+  budgeted 90 python3 bench/torch_cuda_bench.py >>"$out/bench.jsonl" 2>"$out/torch_cuda_bench.err"
+  for amp in off bf16 fp16; do
+    amp_args=()
+    [ "$amp" = off ] || amp_args=(--amp "$amp")
+    budgeted 60 "$build/bench/loom-bench" --device cuda "${amp_args[@]}" >>"$out/workloads.jsonl" 2>>"$out/loom-bench.err"
+    budgeted 90 python3 bench/torch_workloads.py --device cuda "${amp_args[@]}" >>"$out/workloads.jsonl" 2>>"$out/torch_workloads.err"
+  done
 fi
-tests_rc=$(( cpu_rc || cuda_rc ))
-# The failures first, with the lines that say why (a GPU session has little time to rerun).
-for log in "$out/ctest-cuda.log" "$out/ctest.log"; do
-  sed -n '/The following tests FAILED/,$p' "$log"
-  grep -E -B2 -A6 "FAILED:|with expansion|due to unexpected exception|SIGSEGV|Subprocess aborted" "$log" | head -80
-done
 
-echo "== summary"
-python3 - "$out" "$build_s" "$tests_rc" <<'EOF'
-import json, re, sys
-out, build_s, tests_rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def counts(log):
-    text = open(log).read()
+# ---- 3. the flagship's CPU-vs-GPU epoch table (docs/benchmarks.md), on a subset ---------------------
+if wanted epoch; then
+  echo "== epoch table ($(left) s left)"
+  OUT="$out/epoch-table" budgeted 100 bash scripts/epoch-table.sh --no-build --epochs 2 --train-limit 4096 \
+    --cpu-build "$build" --cuda-build "$build" >"$out/epoch-table.txt" 2>&1 || echo "epoch table: failed or cut short (rc $?)" >>"$out/epoch-table.txt"
+fi
+
+# ---- 4. compute-sanitizer ------------------------------------------------------------------------
+# memcheck over every CUDA test case in one process; racecheck and initcheck over the kernels
+# that share memory between threads (attention, reductions and softmax, sort).
+shared_memory_tests="cuda sdpa*,cuda attention*,cuda reductions*,cuda softmax*,cuda layer norm*,cuda sort*"
+if wanted sanitizers; then
+  if [ -z "$sanitizer" ]; then
+    echo "no compute-sanitizer on this machine" | tee "$out/memcheck.txt" "$out/racecheck.txt" "$out/initcheck.txt"
+  else
+    echo "== compute-sanitizer ($(left) s left)"
+    budgeted 150 "$sanitizer" --tool memcheck --log-file "$out/memcheck.txt" "$build/loom_tests" "[cuda]" >"$out/memcheck-run.log" 2>&1
+    budgeted 120 "$sanitizer" --tool racecheck --log-file "$out/racecheck.txt" "$build/loom_tests" "$shared_memory_tests" >"$out/racecheck-run.log" 2>&1
+    budgeted 90 "$sanitizer" --tool initcheck --log-file "$out/initcheck.txt" "$build/loom_tests" "cuda sdpa*,cuda attention*" >"$out/initcheck-run.log" 2>&1
+  fi
+fi
+
+# ---- summary -------------------------------------------------------------------------------------
+echo "== summary ($(( $(date +%s) - start )) s)"
+python3 - "$out" <<'EOF'
+import json, os, re, sys
+out = sys.argv[1]
+def read(name):
+    p = os.path.join(out, name)
+    return open(p, errors="replace").read() if os.path.exists(p) else None
+print(read("machine.txt").strip())
+text = read("ctest-cuda.log")
+if text is None:
+    print("CUDA tests: not run")
+else:
     m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", text)
-    skipped = len(re.findall(r"\(Skipped\)", text))
-    if not m: return "no result (see %s): %s" % (log, text.strip().splitlines()[-1:] )
-    total, failed = int(m.group(3)), int(m.group(2))
-    return "%d run: %d passed, %d failed, %d skipped" % (total, total - failed - skipped, failed, skipped)
-print("GPU:", open(out + "/gpu.txt").read().strip())
-print("build: %s s" % build_s)
-print("CPU tests:  ", counts(out + "/ctest.log"))
-print("CUDA tests: ", counts(out + "/ctest-cuda.log"))
-print("NCCL tests: ", open(out + "/nccl.txt").read().strip().replace("\n", "\n             "))
-def records(path):  # a NaN or inf in a line (a first-run symptom) must not lose the table
-    for l in open(path):
-        if not l.startswith("{"): continue
-        try: yield json.loads(l)
-        except ValueError: print("unparsed:", l.strip())
-rows = list(records(out + "/bench.jsonl"))
+    skipped = len(re.findall(r"\*\*\*Skipped", text))
+    if m:
+        total, failed = int(m.group(3)), int(m.group(2))
+        print("CUDA tests: %d run: %d passed, %d failed, %d skipped" % (total, total - failed - skipped, failed, skipped))
+    else:
+        print("CUDA tests: no result (cut short?):", (text.strip().splitlines() or [""])[-1])
+    nccl = re.findall(r"Test +#\d+: (ProcessGroupNCCL[^.]*?) \.+\W*(\w+)", text)
+    print("NCCL tests: " + (", ".join("%s: %s" % (s, n[:60]) for n, s in nccl) if nccl else "none ran"))
+for tool in ("memcheck", "racecheck", "initcheck"):
+    text = read(tool + ".txt")
+    if text is None:
+        continue
+    if text.startswith("no compute-sanitizer"):
+        print("%s: not run (no compute-sanitizer on this machine)" % tool)
+        continue
+    summary = re.findall(r"ERROR SUMMARY: (\d+) error", text) or re.findall(r"RACECHECK SUMMARY: (\d+) hazard", text)
+    api = len(re.findall(r"Program hit ", text))
+    kernels = sorted(set(re.findall(r"(?:Invalid|Race reported|Uninitialized)[^\n]*\n[^\n]*?at [^\n]*? in ([^\n(]+)", text)))
+    hazards = len(re.findall(r"(?:Invalid __|Race reported|Uninitialized __)", text))
+    done = "complete" if summary else "cut short or failed (see %s-run.log)" % tool
+    print("%s: %s; %s reported, %d of them API errors (Program hit ...), %d access/race/init reports%s" % (
+        tool, done, "+".join(summary) or "?", api, hazards, (" in " + ", ".join(k.strip() for k in kernels[:6])) if kernels else ""))
+def records(name):
+    for l in (read(name) or "").splitlines():
+        if l.startswith("{"):
+            try: yield json.loads(l)
+            except ValueError: print("unparsed:", l.strip())
+rows = list(records("bench.jsonl"))
 if rows:
-    print("| bench | framework | size | dtype | value | unit | of ceiling |")
-    print("|---|---|---|---|---|---|---|")
+    pairs = {}
     for r in rows:
-        frac = "%.2f" % r["fraction_of_ceiling"] if "fraction_of_ceiling" in r else ""
-        print("| %s | %s | %s | %s | %.4g | %s | %s |" % (r["bench"], r["framework"], r.get("size", ""),
-              r.get("dtype", ""), r["value"], r["unit"], frac))
+        key = (r["bench"], r.get("size", ""), r.get("dtype", ""), r.get("tier", r.get("backend", "")))
+        pairs.setdefault(key, {})[r["framework"]] = r
+    print("| bench | size | dtype | tier/backend | Loom | PyTorch | unit | Loom/PyTorch |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (bench, size, dtype, tier), f in pairs.items():
+        lo, pt = f.get("loom"), f.get("pytorch")
+        unit = (lo or pt)["unit"]
+        ratio = "%.2f" % (lo["value"] / pt["value"]) if lo and pt and pt["value"] else ""
+        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (bench, size, dtype, tier, "%.4g" % lo["value"] if lo else "-",
+              "%.4g" % pt["value"] if pt else "-", unit, ratio))
 runs = {}
-for r in records(out + "/workloads.jsonl"):
-    runs.setdefault(r["workload"], {})["loom" if r["framework"] == "loom" else "torch"] = r["ms_per_step"]
+for r in records("workloads.jsonl"):
+    name = r["workload"] + ("" if r.get("amp", "off") in ("off", None) else ", %s autocast" % r["amp"])
+    runs.setdefault(name, {})["loom" if r["framework"] == "loom" else "torch"] = r["ms_per_step"]
 if runs:
     print("| workload (cuda) | Loom ms/step | PyTorch ms/step | PyTorch/Loom |")
     print("|---|---|---|---|")
     for name, r in runs.items():
-        loom, torch = r.get("loom"), r.get("torch")
-        ratio = "%.2fx" % (torch / loom) if loom and torch else ""
-        print("| %s | %s | %s | %s |" % (name, "%.3f" % loom if loom else "-", "%.3f" % torch if torch else "-", ratio))
+        lo, pt = r.get("loom"), r.get("torch")
+        print("| %s | %s | %s | %s |" % (name, "%.3f" % lo if lo else "-", "%.3f" % pt if pt else "-",
+              "%.2fx" % (pt / lo) if lo and pt else ""))
 EOF
 cat "$out/epoch-table.txt" 2>/dev/null
 exit $tests_rc
