@@ -16,13 +16,15 @@ struct CachingAllocatorCore::Block {
   char* ptr = nullptr;
   size_t size = 0;
   uintptr_t stream = 0;
-  bool small = false;  // which pool the segment belongs to
+  PoolId pool = 0;     // 0: the default pool (Note [private pools])
+  bool small = false;  // which free list: small (<= 1 MiB) or large segments
   bool allocated = false;
   Block* prev = nullptr;
   Block* next = nullptr;
 };
 
 bool CachingAllocatorCore::BlockOrder::operator()(const Block* a, const Block* b) const {
+  if (a->pool != b->pool) return a->pool < b->pool;
   if (a->stream != b->stream) return a->stream < b->stream;
   if (a->size != b->size) return a->size < b->size;
   return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
@@ -52,7 +54,7 @@ CachingAllocatorCore::CachingAllocatorCore(RawMemory backend, CacheLimit cache_l
 
 CachingAllocatorCore::~CachingAllocatorCore() {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_cached_segments();
+  release_cached_segments(/*every_pool=*/true);
 }
 
 size_t CachingAllocatorCore::round_size(size_t bytes) {
@@ -66,54 +68,69 @@ size_t CachingAllocatorCore::segment_size(size_t rounded) {
   return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream, size_t* block_size) {
+void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream, size_t* block_size, PoolId pool) {
   if (bytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (pool != 0) {
+    auto it = pools_.find(pool);
+    LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: allocate into pool ",
+               pool, ": no such live private pool");
+  }
   if (bytes > kMaxRequest) throw OutOfMemoryError(out_of_memory_message(bytes));
   const size_t size = round_size(bytes);
   const bool small = size <= kSmallRequest;
-  FreeList& pool = small ? small_free_ : large_free_;
+  FreeList& list = small ? small_free_ : large_free_;
 
-  Block* block = take_free_block(pool, stream, size);
-  if (!block) block = new_segment(bytes, size, stream, small);
-  split(block, size, pool);
+  Block* block = take_free_block(list, pool, stream, size);
+  if (!block) block = new_segment(bytes, size, stream, small, pool);
+  split(block, size, list);
   block->allocated = true;
   live_.emplace(block->ptr, block);
 
+  if (pool != 0) pools_[pool].allocated += block->size;
   stats_.allocated += block->size;
   stats_.max_allocated = std::max(stats_.max_allocated, stats_.allocated);
   if (block_size) *block_size = block->size;
   return block->ptr;
 }
 
-CachingAllocatorCore::Block* CachingAllocatorCore::take_free_block(FreeList& pool, uintptr_t stream,
+CachingAllocatorCore::Block* CachingAllocatorCore::take_free_block(FreeList& list, PoolId pool, uintptr_t stream,
                                                                    size_t size) {
   Block key;
+  key.pool = pool;
   key.stream = stream;
   key.size = size;
-  auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  auto it = list.lower_bound(&key);
+  if (it == list.end() || (*it)->pool != pool || (*it)->stream != stream) return nullptr;
   Block* block = *it;
-  pool.erase(it);
+  list.erase(it);
   return block;
 }
 
 CachingAllocatorCore::Block* CachingAllocatorCore::new_segment(size_t requested, size_t size,
-                                                               uintptr_t stream, bool small) {
+                                                               uintptr_t stream, bool small, PoolId pool) {
   const size_t bytes = segment_size(size);
   void* ptr = backend_.alloc(bytes);
-  if (!ptr) {
+  const bool flush = !backend_.may_release || backend_.may_release();
+  if (!ptr && flush) {
     // What the cache holds may be exactly what the device lacks.
     release_cached_segments();
     ptr = backend_.alloc(bytes);
   }
-  if (!ptr) throw OutOfMemoryError(out_of_memory_message(requested));
+  if (!ptr)
+    throw OutOfMemoryError(out_of_memory_message(requested) +
+                           (flush ? "" : " (the cache could not be flushed: a CUDA graph is being captured)"));
 
   auto* block = new Block;
   block->ptr = static_cast<char*>(ptr);
   block->size = bytes;
   block->stream = stream;
+  block->pool = pool;
   block->small = small;
+  if (pool != 0) {
+    pools_[pool].reserved += bytes;
+    ++pools_[pool].segments;
+  }
   stats_.reserved += bytes;
   stats_.max_reserved = std::max(stats_.max_reserved, stats_.reserved);
   ++stats_.segments;
@@ -130,6 +147,7 @@ void CachingAllocatorCore::split(Block* block, size_t size, FreeList& pool) {
   tail->ptr = block->ptr + size;
   tail->size = rest;
   tail->stream = block->stream;
+  tail->pool = block->pool;
   tail->small = block->small;
   tail->prev = block;
   tail->next = block->next;
@@ -149,12 +167,13 @@ void CachingAllocatorCore::free(void* ptr) {
   live_.erase(it);
   block->allocated = false;
   stats_.allocated -= block->size;
+  if (block->pool != 0) pools_[block->pool].allocated -= block->size;
 
   // Merge with free neighbours. They leave the free list before their size changes: the
   // list is ordered by size.
-  FreeList& pool = block->small ? small_free_ : large_free_;
+  FreeList& list = block->small ? small_free_ : large_free_;
   if (Block* prev = block->prev; prev && !prev->allocated) {
-    pool.erase(prev);
+    list.erase(prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next) block->next->prev = prev;
@@ -162,13 +181,16 @@ void CachingAllocatorCore::free(void* ptr) {
     block = prev;
   }
   if (Block* next = block->next; next && !next->allocated) {
-    pool.erase(next);
+    list.erase(next);
     block->size += next->size;
     block->next = next->next;
     if (next->next) next->next->prev = block;
     delete next;
   }
-  pool.insert(block);
+  const auto inserted = list.insert(block).first;
+  // The last block of a released pool's segment: the segment goes back (Note [private pools]).
+  if (block->pool != 0 && pools_[block->pool].owners == 0 && !block->prev && !block->next)
+    release_segment(list, inserted);
   if (cache_limit_) trim_to_limit();
 }
 
@@ -178,7 +200,7 @@ void CachingAllocatorCore::trim_to_limit() {
   const size_t limit = cache_limit_(stats_);
   for (auto it = large_free_.end(); stats_.reserved - stats_.allocated > limit && it != large_free_.begin();) {
     --it;
-    if ((*it)->prev || (*it)->next) continue;
+    if ((*it)->prev || (*it)->next || !may_release((*it)->pool)) continue;
     it = release_segment(large_free_, it);
   }
 }
@@ -190,6 +212,11 @@ CachingAllocatorCore::FreeList::iterator CachingAllocatorCore::release_segment(F
   backend_.free(block->ptr, block->size);
   stats_.reserved -= block->size;
   --stats_.segments;
+  if (block->pool != 0) {
+    PoolStats& pool_stats = pools_[block->pool];
+    pool_stats.reserved -= block->size;
+    if (--pool_stats.segments == 0 && pool_stats.owners == 0) pools_.erase(block->pool);
+  }
   const auto next = pool.erase(it);
   delete block;
   return next;
@@ -200,17 +227,59 @@ void CachingAllocatorCore::empty_cache() {
   release_cached_segments();
 }
 
+bool CachingAllocatorCore::may_release(PoolId pool) const {
+  if (pool == 0) return true;
+  auto it = pools_.find(pool);
+  return it == pools_.end() || it->second.owners == 0;
+}
+
 // A free block with no neighbours is a whole segment with nothing live in it.
-void CachingAllocatorCore::release_cached_segments() {
-  for (FreeList* pool : {&small_free_, &large_free_}) {
-    for (auto it = pool->begin(); it != pool->end();) {
-      if ((*it)->prev || (*it)->next) {
+void CachingAllocatorCore::release_cached_segments(bool every_pool) {
+  for (FreeList* list : {&small_free_, &large_free_}) {
+    for (auto it = list->begin(); it != list->end();) {
+      if ((*it)->prev || (*it)->next || !(every_pool || may_release((*it)->pool))) {
         ++it;
         continue;
       }
-      it = release_segment(*pool, it);
+      it = release_segment(*list, it);
     }
   }
+}
+
+PoolId CachingAllocatorCore::create_pool() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const PoolId pool = next_pool_++;
+  pools_[pool].owners = 1;
+  return pool;
+}
+
+void CachingAllocatorCore::retain_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(pool);
+  LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: retain_pool(", pool,
+             "): no such live private pool");
+  ++it->second.owners;
+}
+
+void CachingAllocatorCore::release_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(pool);
+  LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: release_pool(", pool,
+             "): no such live private pool");
+  if (--it->second.owners > 0) return;
+  // Its segments with nothing live go back now; the others when their last block is freed.
+  for (FreeList* list : {&small_free_, &large_free_})
+    for (auto b = list->begin(); b != list->end();)
+      b = ((*b)->pool == pool && !(*b)->prev && !(*b)->next) ? release_segment(*list, b) : std::next(b);
+  if (auto left = pools_.find(pool); left != pools_.end() && left->second.segments == 0) pools_.erase(left);
+}
+
+PoolStats CachingAllocatorCore::pool_stats(PoolId pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  LOOM_CHECK(pool != 0 && pool < next_pool_, ValueError, "caching allocator: pool_stats(", pool,
+             "): no such private pool");
+  auto it = pools_.find(pool);
+  return it == pools_.end() ? PoolStats{} : it->second;
 }
 
 CachingAllocatorStats CachingAllocatorCore::stats() const {

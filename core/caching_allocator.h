@@ -25,8 +25,22 @@
 // - A cache limit, when given (the CPU's; the CUDA device has none, as PyTorch's), bounds
 //   the free bytes kept: a free() that leaves more cached than the limit returns whole free
 //   segments, largest first, to the backend until the cache is within it.
+// - Private pools (Note [private pools]) keep a CUDA graph's memory apart from everything
+//   else.
 // Stats count rounded block sizes (what the allocator really set aside), as PyTorch does.
 // All members are thread-safe (one mutex).
+//
+// Note [private pools]
+// A captured CUDA graph replays its kernels on the very addresses they were captured with,
+// so the blocks allocated while capturing must never be handed to anyone else, not even
+// after their tensors are freed: a freed block is still the graph's scratch space on the
+// next replay. As PyTorch's allocator does, such blocks come from a private pool
+// (create_pool(), then allocate(..., pool)): its segments serve only allocations into that
+// pool, are never returned by empty_cache() or the out-of-memory flush while the pool
+// lives, and are counted in the device's totals. Graphs may share one pool (retain_pool():
+// graphs replayed in capture order can reuse each other's scratch space). When the last
+// owner releases it (release_pool()), its segments with nothing live go back to the
+// backend at once, and the rest as soon as their last block is freed.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +59,20 @@ struct RawMemory {
   std::function<void(void*, size_t)> free;  // a segment from alloc, and its size
   std::function<size_t()> free_bytes;   // what the device has left (for the OOM message); SIZE_MAX if unknown
   std::string device = "CUDA";          // for messages: "CUDA out of memory: ..."
+  // Whether segments may go back to the device now (null: always). False while a CUDA
+  // graph is being captured, where cudaFree would break the capture: the out-of-memory
+  // flush is then skipped.
+  std::function<bool()> may_release;
+};
+
+// A private pool (Note [private pools]); 0 is the shared default pool.
+using PoolId = uint64_t;
+
+struct PoolStats {
+  size_t allocated = 0;  // bytes in the pool's live blocks
+  size_t reserved = 0;   // bytes in its segments
+  size_t segments = 0;
+  int owners = 0;        // create_pool() + retain_pool() - release_pool(); 0 once released
 };
 
 struct CachingAllocatorStats {
@@ -77,12 +105,21 @@ class CachingAllocatorCore {
   // A block of at least `bytes` for use on `stream` (an opaque id, e.g. a cudaStream_t).
   // nullptr for 0 bytes. Throws OutOfMemoryError when the backend cannot provide it.
   // *block_size, when given, receives the size the block was booked at (stats()).
-  void* allocate(size_t bytes, uintptr_t stream, size_t* block_size = nullptr);
+  // `pool`: 0 for the default pool, or a live private pool (ValueError otherwise).
+  void* allocate(size_t bytes, uintptr_t stream, size_t* block_size = nullptr, PoolId pool = 0);
   // Returns a block from allocate() to the cache (nullptr: nothing). Throws ValueError for
   // a pointer this allocator did not hand out or that was already freed.
   void free(void* ptr);
-  // Returns every segment with no live block to the backend.
+  // Returns every segment with no live block to the backend, but a live private pool's.
   void empty_cache();
+
+  // Private pools (Note [private pools]). create_pool() makes one with one owner;
+  // retain_pool() adds an owner, release_pool() drops one (ValueError for a pool that is
+  // not alive). pool_stats() of a released pool counts what is still live in it.
+  PoolId create_pool();
+  void retain_pool(PoolId pool);
+  void release_pool(PoolId pool);
+  PoolStats pool_stats(PoolId pool) const;
 
   CachingAllocatorStats stats() const;
   void reset_peak_stats();  // the peaks become the current values
@@ -92,17 +129,18 @@ class CachingAllocatorCore {
 
  private:
   struct Block;
-  // Free-list order: stream, then size, then address, so lower_bound({stream, size}) is
-  // the best fit on that stream.
+  // Free-list order: pool, stream, then size, then address, so lower_bound({pool,
+  // stream, size}) is the best fit in that pool on that stream.
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const;
   };
   using FreeList = std::set<Block*, BlockOrder>;
 
-  Block* take_free_block(FreeList& pool, uintptr_t stream, size_t size);
-  Block* new_segment(size_t requested, size_t size, uintptr_t stream, bool small);
+  Block* take_free_block(FreeList& list, PoolId pool, uintptr_t stream, size_t size);
+  Block* new_segment(size_t requested, size_t size, uintptr_t stream, bool small, PoolId pool);
   void split(Block* block, size_t size, FreeList& pool);
-  void release_cached_segments();
+  void release_cached_segments(bool every_pool = false);
+  bool may_release(PoolId pool) const;  // the pool's free segments may go back
   void trim_to_limit();
   FreeList::iterator release_segment(FreeList& pool, FreeList::iterator it);
   std::string out_of_memory_message(size_t requested) const;
@@ -113,6 +151,8 @@ class CachingAllocatorCore {
   FreeList small_free_, large_free_;
   std::unordered_map<void*, Block*> live_;  // by pointer: what free() looks up
   CachingAllocatorStats stats_;
+  std::unordered_map<PoolId, PoolStats> pools_;  // private pools, alive or with blocks left
+  PoolId next_pool_ = 1;
 };
 
 // "1.50 MiB (1572864 bytes)"; below 1 KiB just "300 bytes". For memory messages.

@@ -6,6 +6,7 @@
 #include "core/allocator.h"
 #include "core/cuda.h"
 #include "core/cuda_emulation.h"
+#include "core/cuda_graph.h"
 #include "core/error.h"
 
 namespace loom::cuda {
@@ -101,7 +102,20 @@ void Event::synchronize() const { emulated_device(device_, "Event::synchronize")
 bool Event::query() const { return emulated_device(device_, "Event::query") == 0; }
 float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 
+// CUDA graphs need a GPU: the emulated device runs each op as it is queued, so there is
+// nothing to record. Nothing is ever captured, so reset() and the destructor have nothing to do.
+CUDAGraph::~CUDAGraph() = default;
+void CUDAGraph::capture_begin(MempoolId) { no_cuda("CUDAGraph::capture_begin"); }
+void CUDAGraph::capture_end() { no_cuda("CUDAGraph::capture_end"); }
+void CUDAGraph::replay() { no_cuda("CUDAGraph::replay"); }
+void CUDAGraph::reset() {}
+void CUDAGraph::abandon_capture() {}
+GraphCapture::GraphCapture(CUDAGraph& graph, MempoolId) : graph_(graph) { no_cuda("GraphCapture"); }
+GraphCapture::~GraphCapture() noexcept(false) = default;
+bool is_current_stream_capturing() { return false; }
+
 namespace detail {  // core/allocator.h
+void check_not_capturing(const char*) {}
 Allocator* device_allocator() { return emulated() ? emulation::allocator() : nullptr; }
 Allocator* pinned_allocator() { return nullptr; }
 bool is_pinned(const void*) { return false; }

@@ -29,6 +29,7 @@ class SerializationError : public Error { using Error::Error; };  // a bad or un
 class DataError : public Error { using Error::Error; };           // a malformed dataset record (file:line)
 class TimeoutError : public Error { using Error::Error; };        // a wait that ran past its limit
 class OutOfMemoryError : public Error { using Error::Error; };    // a device allocation failed
+class CaptureError : public Error { using Error::Error; };        // what a CUDA graph capture cannot record
 class InternalError : public Error { using Error::Error; };      // a Loom bug
 
 namespace detail {

@@ -407,3 +407,137 @@ TEST_CASE("caching allocator: threads allocating and freeing keep the books cons
   REQUIRE(dev.bad_frees == 0);
   REQUIRE(a.stats().reserved == 0);
 }
+
+// ---- private pools (Note [private pools]) ------------------------------------------------------
+
+TEST_CASE("caching allocator: a private pool's blocks serve only that pool, even once freed", "[allocator]") {
+  FakeDevice dev;
+  CachingAllocatorCore a(dev.backend());
+  const PoolId graph = a.create_pool(), other = a.create_pool();
+  REQUIRE(graph != 0);
+  REQUIRE(other != graph);
+  for (const size_t bytes : {100 * KiB, 3 * MiB}) {  // the small and the large free lists
+    INFO(bytes);
+    void* scratch = a.allocate(bytes, 0, nullptr, graph);
+    const size_t segments = dev.segments.size();
+    a.free(scratch);
+    // Freed, it is still the graph's: the default pool and another pool get new segments.
+    void* outside = a.allocate(bytes, 0);
+    void* elsewhere = a.allocate(bytes, 0, nullptr, other);
+    REQUIRE(dev.segments.size() == segments + 2);
+    REQUIRE(ch(outside) != ch(scratch));
+    REQUIRE(ch(elsewhere) != ch(scratch));
+    // The graph itself gets it back (a replay's allocations land where the capture's did).
+    void* again = a.allocate(bytes, 0, nullptr, graph);
+    REQUIRE(ch(again) == ch(scratch));
+    // And a default-pool block freed now never serves the pool.
+    a.free(outside);
+    void* more = a.allocate(bytes, 0, nullptr, graph);
+    REQUIRE(ch(more) != ch(outside));
+    for (void* p : {elsewhere, again, more}) a.free(p);
+  }
+  a.release_pool(graph);
+  a.release_pool(other);
+}
+
+TEST_CASE("caching allocator: a private pool's books, and what empty_cache and release_pool give back",
+          "[allocator]") {
+  FakeDevice dev;
+  CachingAllocatorCore a(dev.backend());
+  const PoolId pool = a.create_pool();
+  void* kept = a.allocate(100 * KiB, 0, nullptr, pool);  // outlives the pool, like a graph's output
+  void* scratch = a.allocate(3 * MiB, 0, nullptr, pool);
+  void* shared = a.allocate(5 * MiB, 0);
+  PoolStats s = a.pool_stats(pool);
+  REQUIRE(s.allocated == 100 * KiB + 3 * MiB);
+  REQUIRE(s.reserved == 2 * MiB + 20 * MiB);
+  REQUIRE(s.segments == 2);
+  REQUIRE(s.owners == 1);
+  // The device's totals count the pool.
+  REQUIRE(a.stats().allocated == 100 * KiB + 3 * MiB + 5 * MiB);
+  REQUIRE(a.stats().reserved == 2 * MiB + 40 * MiB);
+
+  a.free(scratch);
+  a.free(shared);
+  REQUIRE(a.pool_stats(pool).allocated == 100 * KiB);
+  // empty_cache returns the default pool's free segment, never a live pool's.
+  a.empty_cache();
+  REQUIRE(dev.frees == 1);
+  REQUIRE(a.pool_stats(pool).reserved == 22 * MiB);
+  REQUIRE(a.stats().reserved == 22 * MiB);
+
+  // Shared by a second graph: released once, it lives on.
+  a.retain_pool(pool);
+  REQUIRE(a.pool_stats(pool).owners == 2);
+  a.release_pool(pool);
+  REQUIRE(dev.frees == 1);
+  // Released by its last owner: the free segment goes back at once, the one holding `kept`
+  // when `kept` is freed.
+  a.release_pool(pool);
+  REQUIRE(dev.frees == 2);
+  s = a.pool_stats(pool);
+  REQUIRE(s.owners == 0);
+  REQUIRE(s.segments == 1);
+  REQUIRE(s.allocated == 100 * KiB);
+  std::memset(kept, 3, 100 * KiB);  // still ours
+  a.free(kept);
+  REQUIRE(dev.frees == 3);
+  REQUIRE(dev.segments.empty());
+  REQUIRE(a.stats().reserved == 0);
+  REQUIRE(a.stats().allocated == 0);
+  REQUIRE(a.pool_stats(pool).segments == 0);
+  REQUIRE(dev.bad_frees == 0);
+}
+
+TEST_CASE("caching allocator: the out-of-memory flush spares live pools, and is skipped when releasing is not allowed",
+          "[allocator]") {
+  FakeDevice dev;
+  dev.capacity = 24 * MiB;
+  bool capturing = false;
+  RawMemory backend = dev.backend();
+  backend.may_release = [&capturing] { return !capturing; };
+  CachingAllocatorCore a(backend);
+  const PoolId pool = a.create_pool();
+  a.free(a.allocate(3 * MiB, 0, nullptr, pool));  // 20 MiB cached in the pool
+  a.free(a.allocate(1 * KiB, 0));                 // 2 MiB cached in the default pool
+  REQUIRE(dev.used == 22 * MiB);
+
+  // 4 MiB for the default pool: a 20 MiB segment does not fit; the flush frees only the
+  // default pool's 2 MiB, which is not enough, so the request fails and the pool's
+  // segment is still there.
+  REQUIRE_THROWS_AS(a.allocate(4 * MiB, 0), OutOfMemoryError);
+  REQUIRE(dev.frees == 1);
+  REQUIRE(a.pool_stats(pool).reserved == 20 * MiB);
+
+  // While capturing, nothing is flushed at all, and the error says why.
+  a.free(a.allocate(1 * KiB, 0));  // 2 MiB cached again
+  const int frees = dev.frees;
+  capturing = true;
+  REQUIRE_THROWS_WITH(a.allocate(4 * MiB, 0), Catch::Contains("a CUDA graph is being captured"));
+  REQUIRE(dev.frees == frees);
+  // The pool still serves its own requests from its cached segment.
+  void* p = a.allocate(8 * MiB, 0, nullptr, pool);
+  REQUIRE(dev.used == 22 * MiB);
+  a.free(p);
+  capturing = false;
+  a.release_pool(pool);
+  a.empty_cache();
+  REQUIRE(dev.segments.empty());
+}
+
+TEST_CASE("caching allocator: pools that are not alive are ValueErrors", "[allocator]") {
+  FakeDevice dev;
+  CachingAllocatorCore a(dev.backend());
+  REQUIRE_THROWS_AS(a.allocate(1 * KiB, 0, nullptr, 7), ValueError);
+  REQUIRE_THROWS_AS(a.retain_pool(7), ValueError);
+  REQUIRE_THROWS_AS(a.pool_stats(0), ValueError);
+  REQUIRE_THROWS_AS(a.pool_stats(7), ValueError);
+  const PoolId pool = a.create_pool();
+  a.release_pool(pool);
+  REQUIRE_THROWS_WITH(a.release_pool(pool), Catch::Contains("no such live private pool"));
+  REQUIRE_THROWS_AS(a.allocate(1 * KiB, 0, nullptr, pool), ValueError);
+  REQUIRE_THROWS_AS(a.retain_pool(pool), ValueError);
+  REQUIRE(a.pool_stats(pool).owners == 0);
+  REQUIRE(a.stats().allocated == 0);
+  REQUIRE(dev.alloc_sizes.empty());
+}

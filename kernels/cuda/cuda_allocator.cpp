@@ -16,12 +16,15 @@
 #include "core/allocator.h"
 #include "core/caching_allocator.h"
 #include "core/cuda.h"
+#include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
 
 namespace loom::cuda {
 
 namespace detail {
 int checked_device(int index, const char* what);  // kernels/cuda/device.cpp
+MempoolId capture_pool(int device);               // kernels/cuda/graph.cpp
+bool capture_underway();
 }  // namespace detail
 
 using detail::checked_device;
@@ -35,7 +38,13 @@ RawMemory device_memory(int device) {
       [device](size_t bytes) -> void* {
         DeviceGuard guard(device);
         void* ptr = nullptr;
+        // While this thread captures a graph, cudaMalloc is allowed in relaxed mode only; the
+        // memory is fine to use in the graph as long as it is not freed before the graph
+        // (Note [private pools]).
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
         const cudaError_t status = cudaMalloc(&ptr, bytes);
+        LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
         if (status == cudaErrorMemoryAllocation) {
           (void)cudaGetLastError();  // the caching allocator handles it (flush, retry, report)
           return nullptr;
@@ -58,7 +67,10 @@ RawMemory device_memory(int device) {
           return std::numeric_limits<size_t>::max();  // "unknown" in the message
         }
         return free;
-      }};
+      },
+      "CUDA",
+      // cudaFree synchronizes the device, which would break a capture underway.
+      [] { return !detail::capture_underway(); }};
 }
 
 // One caching allocator per device, made on first use and never destroyed: tensors held
@@ -80,7 +92,8 @@ class CudaCachingAllocator final : public Allocator {
     CachingAllocatorCore& cache = device_cache(index);
     // The block belongs to the stream current now: see Note [caching allocator design].
     const auto stream = reinterpret_cast<uintptr_t>(Stream::current(index).handle());
-    void* ptr = cache.allocate(nbytes, stream);
+    // While this thread captures a graph, its blocks come from the graph's private pool.
+    void* ptr = cache.allocate(nbytes, stream, nullptr, detail::capture_pool(index));
     return DataPtr(ptr, &cache, [](void* ctx, void* p) { static_cast<CachingAllocatorCore*>(ctx)->free(p); },
                    Device(DeviceType::CUDA, index));
   }
@@ -99,6 +112,7 @@ class PinnedHostAllocator final : public Allocator {
   DataPtr allocate(size_t nbytes, Device device) override {
     LOOM_ASSERT(device.is_cpu());
     checked_device(-1, "Tensor::pin_memory");
+    detail::check_not_capturing("Tensor::pin_memory");
     const size_t size = std::bit_ceil(std::max(nbytes, kMinBlock));
     std::lock_guard<std::mutex> lock(mutex_);
     void* ptr = take_cached(size);
@@ -256,8 +270,16 @@ void reset_peak_memory_stats(int index) {
   device_cache(checked_device(index, "cuda::reset_peak_memory_stats")).reset_peak_stats();
 }
 
+// For kernels/cuda/graph.cpp: the private pools of CUDA graphs (Note [private pools]).
+namespace detail {
+MempoolId create_graph_pool(int device) { return device_cache(device).create_pool(); }
+void retain_graph_pool(int device, MempoolId pool) { device_cache(device).retain_pool(pool); }
+void release_graph_pool(int device, MempoolId pool) { device_cache(device).release_pool(pool); }
+}  // namespace detail
+
 // Every device's cache, as torch.cuda.empty_cache(); nothing to do without a device.
 void empty_cache() {
+  detail::check_not_capturing("cuda::empty_cache");
   for (int d = 0; d < device_count(); ++d) device_cache(d).empty_cache();
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/cuda.h"
+#include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
 
 namespace loom::cuda {
@@ -98,6 +99,7 @@ std::string device_name(int index) {
 
 void synchronize(int index) {
   DeviceGuard guard(checked_device(index, "cuda::synchronize"));
+  detail::check_not_capturing("cuda::synchronize");
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -143,6 +145,7 @@ Stream Stream::default_stream(int device) {
 }
 
 void Stream::synchronize() const {
+  detail::check_not_capturing("cuda::Stream::synchronize");
   DeviceGuard guard(device_);  // the null handle means the current device's default stream
   LOOM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
 }
@@ -212,6 +215,7 @@ void Event::wait(const Stream& stream) const {
 
 void Event::synchronize() const {
   LOOM_CHECK(handle_ != nullptr, ValueError, "cuda::Event::synchronize: the event was moved from");
+  detail::check_not_capturing("cuda::Event::synchronize");
   LOOM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
 }
 

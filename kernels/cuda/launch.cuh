@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda.h"
+#include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
 #endif
 
@@ -204,6 +205,8 @@ inline unsigned grid_size(int64_t items, int device) {
 template <typename Out, typename... In, typename F>
 void gpu_elementwise(const Tensor& out, const F& f, const std::array<const Tensor*, sizeof...(In)>& ins) {
   constexpr int N = sizeof...(In) + 1;
+  // seed and offset are launch arguments: a replayed graph would draw the same numbers.
+  ::loom::cuda::detail::check_not_capturing("random numbers (dropout, rand, randn, bernoulli, randint)");
   const int64_t n = out.numel();
   if (n == 0) return;
   const std::array<const Tensor*, N> operands = with_output(out, ins);
@@ -233,6 +236,8 @@ template <typename Out, typename... In, typename F>
 void gpu_random(const Tensor& out, uint64_t seed, uint64_t offset, const F& f,
                 const std::array<const Tensor*, sizeof...(In)>& ins) {
   constexpr int N = sizeof...(In) + 1;
+  // seed and offset are launch arguments: a replayed graph would draw the same numbers.
+  ::loom::cuda::detail::check_not_capturing("random numbers (dropout, rand, randn, bernoulli, randint)");
   const int64_t n = out.numel();
   if (n == 0) return;
   const std::array<const Tensor*, N> operands = with_output(out, ins);

@@ -41,6 +41,7 @@ __global__ void race_keys_kernel(double* keys, const T* p, int64_t count, uint64
 }  // namespace
 
 void multinomial(const Tensor& out, const Tensor& probs, bool replacement, uint64_t seed, uint64_t offset) {
+  ::loom::cuda::detail::check_not_capturing("multinomial");
   const int64_t rows = probs.size(0), categories = probs.size(1), samples = out.size(1);
   if (rows == 0) return;
   ::loom::cuda::DeviceGuard guard(probs.device());

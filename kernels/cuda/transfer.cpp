@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda.h"
+#include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/backend.h"
 
@@ -39,6 +40,10 @@ void copy_host_device(const Tensor& dst, const Tensor& src, size_t bytes, bool n
   const Tensor& host = to_device ? src : dst;
   const int device = gpu.device().index;
   DeviceGuard guard(device);
+  // A blocking copy waits for the GPU; a queued one would be replayed from a host buffer
+  // that may be gone (copy inputs into a graph's static tensors before replay()).
+  loom::cuda::detail::check_not_capturing(to_device ? "copy from the host to a CUDA tensor"
+                                                    : "copy from a CUDA tensor to the host (item(), .to(kCPU))");
   const cudaStream_t stream = as_cuda(Stream::current(device));
   LOOM_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes,
                                   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream));
