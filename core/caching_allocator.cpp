@@ -111,7 +111,7 @@ CachingAllocatorCore::Block* CachingAllocatorCore::new_segment(size_t requested,
                                                                uintptr_t stream, bool small, PoolId pool) {
   const size_t bytes = segment_size(size);
   void* ptr = backend_.alloc(bytes);
-  const bool flush = !backend_.may_release || backend_.may_release();
+  const bool flush = backend_may_release();
   if (!ptr && flush) {
     // What the cache holds may be exactly what the device lacks.
     release_cached_segments();
@@ -189,7 +189,7 @@ void CachingAllocatorCore::free(void* ptr) {
   }
   const auto inserted = list.insert(block).first;
   // The last block of a released pool's segment: the segment goes back (Note [private pools]).
-  if (block->pool != 0 && pools_[block->pool].owners == 0 && !block->prev && !block->next)
+  if (block->pool != 0 && pools_[block->pool].owners == 0 && !block->prev && !block->next && backend_may_release())
     release_segment(list, inserted);
   if (cache_limit_) trim_to_limit();
 }
@@ -197,6 +197,7 @@ void CachingAllocatorCore::free(void* ptr) {
 // Returns whole free segments, largest first, while the cache holds more than its limit.
 // Only the large pool is trimmed: the small pool's 2 MiB segments are cheap to keep.
 void CachingAllocatorCore::trim_to_limit() {
+  if (!backend_may_release()) return;
   const size_t limit = cache_limit_(stats_);
   for (auto it = large_free_.end(); stats_.reserved - stats_.allocated > limit && it != large_free_.begin();) {
     --it;
@@ -224,8 +225,10 @@ CachingAllocatorCore::FreeList::iterator CachingAllocatorCore::release_segment(F
 
 void CachingAllocatorCore::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_cached_segments();
+  if (backend_may_release()) release_cached_segments();
 }
+
+bool CachingAllocatorCore::backend_may_release() const { return !backend_.may_release || backend_.may_release(); }
 
 bool CachingAllocatorCore::may_release(PoolId pool) const {
   if (pool == 0) return true;
@@ -267,10 +270,12 @@ void CachingAllocatorCore::release_pool(PoolId pool) {
   LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: release_pool(", pool,
              "): no such live private pool");
   if (--it->second.owners > 0) return;
-  // Its segments with nothing live go back now; the others when their last block is freed.
-  for (FreeList* list : {&small_free_, &large_free_})
-    for (auto b = list->begin(); b != list->end();)
-      b = ((*b)->pool == pool && !(*b)->prev && !(*b)->next) ? release_segment(*list, b) : std::next(b);
+  // Its segments with nothing live go back now (or at the next empty_cache() when the
+  // backend may not free now); the others when their last block is freed.
+  if (backend_may_release())
+    for (FreeList* list : {&small_free_, &large_free_})
+      for (auto b = list->begin(); b != list->end();)
+        b = ((*b)->pool == pool && !(*b)->prev && !(*b)->next) ? release_segment(*list, b) : std::next(b);
   if (auto left = pools_.find(pool); left != pools_.end() && left->second.segments == 0) pools_.erase(left);
 }
 

@@ -141,6 +141,7 @@ class CachingAllocatorCore {
   void split(Block* block, size_t size, FreeList& pool);
   void release_cached_segments(bool every_pool = false);
   bool may_release(PoolId pool) const;  // the pool's free segments may go back
+  bool backend_may_release() const;      // RawMemory::may_release, true when unset
   void trim_to_limit();
   FreeList::iterator release_segment(FreeList& pool, FreeList::iterator it);
   std::string out_of_memory_message(size_t requested) const;

@@ -519,10 +519,17 @@ TEST_CASE("caching allocator: the out-of-memory flush spares live pools, and is 
   void* p = a.allocate(8 * MiB, 0, nullptr, pool);
   REQUIRE(dev.used == 22 * MiB);
   a.free(p);
-  capturing = false;
+  // Nothing goes back to the device while releasing is not allowed: not the released
+  // pool's segment, not the default pool's on empty_cache().
   a.release_pool(pool);
   a.empty_cache();
+  REQUIRE(dev.frees == frees);
+  REQUIRE(dev.used == 22 * MiB);
+  capturing = false;
+  a.empty_cache();  // both go now
   REQUIRE(dev.segments.empty());
+  REQUIRE(a.stats().reserved == 0);
+  REQUIRE(dev.bad_frees == 0);
 }
 
 TEST_CASE("caching allocator: pools that are not alive are ValueErrors", "[allocator]") {
