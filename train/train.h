@@ -8,6 +8,7 @@
 
 #include "train/early_stopping.h"
 #include "train/gradient_accumulation.h"
+#include "train/graphed_step.h"
 #include "train/metrics_log.h"
 #include "train/plot.h"
 #include "train/progress.h"

@@ -1,0 +1,159 @@
+// train::GraphedStep (train/graphed_step.h, Note [graphed training step]): on the host, the
+// signature it keys graphs by, that every call runs exactly one step, and that it falls
+// back to eager steps saying why; on a GPU ("[.cuda]"), replayed steps equal eager ones bit
+// for bit, one graph per input shape within its bound.
+#include "cuda_test_util.h"
+#include "test_util.h"
+
+#include "core/cuda_emulation.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "optim/sgd.h"
+#include "train/graphed_step.h"
+
+using namespace loom;
+using namespace loom::test;
+
+TEST_CASE("graphed step: the signature names each input's shape, dtype and device", "[graphed_step]") {
+  const Tensor a = zeros({2, 3}), b = zeros({4}, TensorOptions(kInt64));
+  REQUIRE(train::input_signature({a, b}) == "(2, 3) float32 cpu; (4,) int64 cpu");
+  REQUIRE(train::input_signature({a, Tensor()}) == "(2, 3) float32 cpu; undefined");
+  REQUIRE(train::input_signature({a}) != train::input_signature({zeros({3, 2})}));
+  REQUIRE(train::input_signature({a}) != train::input_signature({zeros({2, 3}, TensorOptions(kFloat64))}));
+}
+
+TEST_CASE("graphed step: bad options are ValueErrors", "[graphed_step]") {
+  auto f = [](const std::vector<Tensor>& in) { return in[0] * 2.0; };
+  REQUIRE_THROWS_AS(train::GraphedStep(nullptr), ValueError);
+  REQUIRE_THROWS_WITH(train::GraphedStep(f, train::GraphedStepOptions().with_warmup_steps(0)),
+                      Catch::Contains("warmup_steps"));
+  REQUIRE_THROWS_AS(train::GraphedStep(f, train::GraphedStepOptions().with_max_graphs(0)), ValueError);
+}
+
+namespace {
+// A small regression model trained by SGD with momentum, as a step function of (x, y).
+struct Regression {
+  nn::Linear linear{nn::LinearOptions(6, 3)};
+  std::unique_ptr<optim::SGD> opt;
+  int steps = 0;  // how often the step ran (host code)
+  explicit Regression(Device device) {
+    manual_seed(7);
+    linear = nn::Linear(nn::LinearOptions(6, 3));
+    linear->to(device);
+    opt = std::make_unique<optim::SGD>(linear->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  }
+  Tensor step(const std::vector<Tensor>& in) {
+    ++steps;
+    opt->zero_grad();
+    Tensor loss = nn::functional::mse_loss(linear(in[0]), in[1]);
+    loss.backward();
+    opt->step();
+    return loss;
+  }
+  std::vector<float> weights() const { return linear->weight.cpu().to_vector<float>(); }
+};
+
+std::vector<std::vector<Tensor>> batches(Device device, int n) {
+  std::vector<std::vector<Tensor>> out;
+  for (int i = 0; i < n; ++i) {
+    const int64_t rows = i % 2 ? 5 : 8;  // two signatures, as a bucketing loader gives
+    out.push_back({random_nonzero({rows, 6}).to(device), random_nonzero({rows, 3}).to(device)});
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("graphed step: CPU inputs run eagerly, once per call, and say why once", "[graphed_step]") {
+  Regression eager(kCPU), graphed(kCPU);
+  train::GraphedStep step([&](const std::vector<Tensor>& in) { return graphed.step(in); },
+                          train::GraphedStepOptions().with_quiet(true));
+  for (const auto& b : batches(kCPU, 6)) {
+    const double expected = eager.step(b).item<double>();
+    REQUIRE(step(b).item<double>() == expected);
+    REQUIRE_FALSE(step.last_replayed());
+  }
+  REQUIRE(graphed.steps == 6);
+  REQUIRE(graphed.weights() == eager.weights());
+  REQUIRE(step.graphs() == 0);
+  REQUIRE_THAT(step.why_eager(), Catch::Contains("input 0 is on cpu") && Catch::Contains("not on a CUDA device"));
+}
+
+TEST_CASE("graphed step: disabled, it never tries to capture", "[graphed_step]") {
+  int calls = 0;
+  train::GraphedStep step(
+      [&](const std::vector<Tensor>& in) {
+        ++calls;
+        return in[0] + 1.0;
+      },
+      train::GraphedStepOptions().with_enabled(false));
+  for (int i = 0; i < 4; ++i) REQUIRE(step({full({2}, double(i))}).to_vector<float>() == std::vector<float>{float(i + 1), float(i + 1)});
+  REQUIRE(calls == 4);
+  REQUIRE(step.why_eager().empty());
+}
+
+#ifndef LOOM_WITH_CUDA
+TEST_CASE("graphed step: on the host-emulated device, capture is refused once and every step still runs once",
+          "[graphed_step]") {
+  cuda::EmulationGuard emulate;
+  Regression eager(kCUDA), graphed(kCUDA);
+  train::GraphedStep step([&](const std::vector<Tensor>& in) { return graphed.step(in); },
+                          train::GraphedStepOptions().with_warmup_steps(2).with_quiet(true));
+  const auto all = batches(kCUDA, 10);
+  for (const auto& b : all) REQUIRE(step(b).item<double>() == eager.step(b).item<double>());
+  REQUIRE(graphed.steps == 10);  // the refused captures ran no step of their own
+  REQUIRE(graphed.weights() == eager.weights());
+  REQUIRE(step.captures() == 0);
+  REQUIRE_FALSE(step.last_replayed());
+  REQUIRE_THAT(step.why_eager(), Catch::Contains("GraphCapture") && Catch::Contains("built without CUDA"));
+}
+#endif
+
+TEST_CASE("graphed step: replayed steps equal eager steps bit for bit, one graph per input shape", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  Regression eager(kCUDA), graphed(kCUDA);
+  train::GraphedStep step([&](const std::vector<Tensor>& in) { return graphed.step(in); },
+                          train::GraphedStepOptions().with_warmup_steps(2).with_quiet(true));
+  const auto all = batches(kCUDA, 20);
+  int replays = 0;
+  for (const auto& b : all) {
+    const double got = step(b).item<double>();
+    replays += step.last_replayed();
+    REQUIRE(got == eager.step(b).item<double>());
+  }
+  INFO(step.why_eager());
+  REQUIRE(step.captures() == 2);  // (8, 6) and (5, 6)
+  REQUIRE(step.graphs() == 2);
+  REQUIRE(replays == 20 - 2 * 2);  // all but each shape's two warm-up steps
+  REQUIRE(graphed.steps == 2 * 2 + 2);  // host code: warm-ups and the two captures
+  REQUIRE(graphed.weights() == eager.weights());
+}
+
+TEST_CASE("graphed step: beyond max_graphs the least recently used shape's graph goes", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  Regression eager(kCUDA), graphed(kCUDA);
+  train::GraphedStep step([&](const std::vector<Tensor>& in) { return graphed.step(in); },
+                          train::GraphedStepOptions().with_warmup_steps(1).with_max_graphs(1).with_quiet(true));
+  // Shapes 8, 8, 5, 5, 8, 8, 5, 5: each return of a shape warms up and captures again.
+  std::vector<std::vector<Tensor>> all;
+  for (int64_t rows : {8, 8, 5, 5, 8, 8, 5, 5})
+    all.push_back({random_nonzero({rows, 6}).to(kCUDA), random_nonzero({rows, 3}).to(kCUDA)});
+  for (const auto& b : all) REQUIRE(step(b).item<double>() == eager.step(b).item<double>());
+  REQUIRE(step.graphs() == 1);
+  REQUIRE(step.captures() == 4);
+  REQUIRE(graphed.weights() == eager.weights());
+}
+
+TEST_CASE("graphed step: a step with dropout runs eagerly and says it is the random numbers", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  Regression model(kCUDA);
+  train::GraphedStep step(
+      [&](const std::vector<Tensor>& in) {
+        return model.step({nn::functional::dropout(in[0], 0.2, /*training=*/true), in[1]});
+      },
+      train::GraphedStepOptions().with_warmup_steps(1).with_quiet(true));
+  for (const auto& b : batches(kCUDA, 6)) (void)step(b).item<double>();
+  REQUIRE(step.captures() == 0);
+  REQUIRE_FALSE(step.last_replayed());
+  REQUIRE_THAT(step.why_eager(), Catch::Contains("random numbers"));
+}
