@@ -3,7 +3,7 @@
 // which runs the same models in PyTorch):
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
-//              [--float-gemm onednn|eigen] [WORKLOAD ...]
+//              [--float-gemm onednn|eigen] [--cuda-graph] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -28,6 +28,9 @@
 // (as torch.set_flush_denormal(True)). Off by default, as in PyTorch. The LSTM backward
 // passes a gradient that decays over 256 steps into denormal floats, which make every GEMM
 // that reads them many times slower (docs/benchmarks.md).
+// --cuda-graph replays each step as a CUDA graph (train::GraphedStep: captured on the second
+// warm-up step); "cuda_graph" in the JSON line says whether the measured steps were replays
+// (false where capture was refused: the reason goes to stderr).
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
 #include <cxxabi.h>
@@ -54,6 +57,7 @@
 #include "nn/loss.h"
 #include "nn/rnn.h"
 #include "optim/adam.h"
+#include "train/graphed_step.h"
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -190,10 +194,12 @@ struct TransformerClassifier : nn::Module {
   nn::Linear fc;
 };
 
-// A model on its device with its fixed batch: loss() runs the forward pass and the loss.
+// A model on its device with its fixed batch: loss(inputs) runs the forward pass and the
+// loss on the batch's tensors (inputs, or the static copies a CUDA graph replays).
 struct Task {
   std::shared_ptr<nn::Module> model;
-  std::function<Tensor()> loss;
+  std::vector<Tensor> inputs;
+  std::function<Tensor(const std::vector<Tensor>&)> loss;
 };
 
 // Random token batch (B, T) in [0, vocab) and labels (B) in {0, 1}.
@@ -201,7 +207,9 @@ template <typename Model>
 Task classifier(std::shared_ptr<Model> model, int64_t vocab, int64_t B, int64_t T, Device device) {
   model->to(device);
   const Tensor x = randint(0, vocab, {B, T}).to(device), y = randint(0, 2, {B}).to(device);
-  return {model, [model, x, y] { return nn::functional::cross_entropy(model->forward(x), y); }};
+  return {model, {x, y}, [model](const std::vector<Tensor>& in) {
+            return nn::functional::cross_entropy(model->forward(in[0]), in[1]);
+          }};
 }
 
 struct Workload {
@@ -222,7 +230,7 @@ Task data_parallel_classifier(Device device) {
   auto ddp = std::make_shared<nn::parallel::DistributedDataParallel<std::shared_ptr<LSTMClassifier>>>(model);
   manual_seed(1 + uint64_t(distributed::get_rank()));
   const Tensor x = randint(0, 20000, {64, 256}).to(device), y = randint(0, 2, {64}).to(device);
-  return {model, [ddp, x, y] { return nn::functional::cross_entropy((*ddp)(x), y); }};
+  return {model, {x, y}, [ddp](const std::vector<Tensor>& in) { return nn::functional::cross_entropy((*ddp)(in[0]), in[1]); }};
 }
 
 const std::vector<Workload>& workloads() {
@@ -232,7 +240,9 @@ const std::vector<Workload>& workloads() {
          auto model = std::make_shared<SeedRNN>();
          model->to(device);
          const Tensor x = randn({64, 10, 10}).to(device), y = randn({64, 1}).to(device);
-         return Task{model, [model, x, y] { return nn::functional::mse_loss(model->forward(x), y); }};
+         return Task{model, {x, y}, [model](const std::vector<Tensor>& in) {
+                       return nn::functional::mse_loss(model->forward(in[0]), in[1]);
+                     }};
        }},
       {"embed-mean", 64, 256, 50,
        [](Device device) { return classifier(std::make_shared<EmbedMean>(), 10000, 64, 256, device); }},
@@ -253,7 +263,7 @@ const std::vector<Workload>& workloads() {
 
 // ---- running -----------------------------------------------------------------------------------
 
-void run(const Workload& w, Device device, int steps, bool flush_denormal, const std::string& amp) {
+void run(const Workload& w, Device device, int steps, bool flush_denormal, const std::string& amp, bool cuda_graph) {
   steps = steps > 0 ? steps : w.default_steps;
   CountingAllocator* memory = count_allocations(device);
   // cuBLAS's handle and workspace are made on the first GEMM: make them now, so that the
@@ -269,19 +279,26 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
   const std::optional<DType> amp_dtype =
       amp == "bf16" ? std::optional<DType>(kBFloat16) : amp == "fp16" ? std::optional<DType>(kFloat16) : std::nullopt;
   amp::GradScaler scaler({.enabled = amp == "fp16"});
-  double loss = 0;
-  const double seconds = bench::median_seconds(
-      [&] {
+  // --cuda-graph: the step is captured on the second warm-up step and replayed from then on
+  // (train::GraphedStep); where it cannot be, it runs eagerly and says why on stderr.
+  train::GraphedStep step(
+      [&](const std::vector<Tensor>& in) {
         adam.zero_grad();
         Tensor l;
         {
           amp::AutocastGuard autocast(device, amp_dtype, /*enabled=*/amp_dtype.has_value());
-          l = task.loss();
+          l = task.loss(in);
         }
         scaler.scale(l).backward();
         scaler.step(adam);
         scaler.update();
-        loss = l.item<double>();  // on CUDA this copy waits for the step's kernels
+        return l;
+      },
+      train::GraphedStepOptions().with_enabled(cuda_graph).with_warmup_steps(kWarmupSteps - 1));
+  double loss = 0;
+  const double seconds = bench::median_seconds(
+      [&] {
+        loss = step(task.inputs).item<double>();  // on CUDA this copy waits for the step's kernels
       },
       kWarmupSteps, steps);
   // The fields only some runs have: peak_mem_bytes, and the data-parallel ones.
@@ -297,11 +314,12 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
   std::printf(
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
-      "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\"}\n",
+      "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
-      amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()));
+      amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()),
+      step.last_replayed() ? "true" : "false");
   std::fflush(stdout);
 }
 
@@ -329,7 +347,7 @@ std::string error_kind(const Error& e) {
 [[noreturn]] void usage(const char* argv0, const std::string& problem) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
-               "       [--float-gemm onednn|eigen] [WORKLOAD ...]\n"
+               "       [--float-gemm onednn|eigen] [--cuda-graph] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -350,6 +368,7 @@ int main(int argc, char** argv) {
   int steps = 0, threads = 0;
   bool flush_denormal = false;
   std::string amp;
+  bool cuda_graph = false;
   std::vector<const Workload*> selected;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -365,6 +384,8 @@ int main(int argc, char** argv) {
       if (amp != "bf16" && amp != "fp16") usage(argv[0], "--amp expects bf16 or fp16, got '" + amp + "'");
     } else if (arg == "--flush-denormal") {
       flush_denormal = true;
+    } else if (arg == "--cuda-graph") {
+      cuda_graph = true;
     } else if (arg == "--float-gemm" && has_value) {
       const std::string g = argv[++i];
       if (g != "onednn" && g != "eigen") usage(argv[0], "--float-gemm expects onednn or eigen, got '" + g + "'");
@@ -388,7 +409,7 @@ int main(int argc, char** argv) {
                ": Loom was built without CUDA support (configure with -DLOOM_ENABLE_CUDA=ON or the 'cuda' preset)");
     if (threads > 0) set_num_threads(threads);
     if (flush_denormal) flush_denormals();
-    for (const Workload* w : selected) run(*w, device, steps, flush_denormal, amp);
+    for (const Workload* w : selected) run(*w, device, steps, flush_denormal, amp, cuda_graph);
   } catch (const Error& e) {
     std::fprintf(stderr, "loom-bench: %s: %s\n", error_kind(e).c_str(), e.what());
     return 1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch peer of loom-bench: the training-step workloads of docs/benchmarks.md.
 
-    torch_workloads.py [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal] [WORKLOAD ...]
+    torch_workloads.py [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
+                       [--cuda-graph] [WORKLOAD ...]
 
 One JSON line per workload, with the fields of loom-bench: workload, framework, device,
 threads, steps, ms_per_step (median of the measured steps after 2 warm-up steps; a step is
@@ -10,7 +11,8 @@ tokens_per_s, loss (of the last step), peak_mem_bytes (CUDA only: the caching al
 peak of allocated tensor bytes), peak_rss_bytes (the process's peak resident set so far),
 load1 (1-minute load average at the end), amp (--amp: forward and loss under
 torch.autocast(device, dtype), fp16 with a GradScaler, as shared/peers/torch_workloads.py), flush_denormal (--flush-denormal:
-torch.set_flush_denormal(True), off by default) and, on the CPU, blas: the BLAS library torch
+torch.set_flush_denormal(True), off by default), cuda_graph (--cuda-graph: the measured steps were
+replays of a CUDA graph captured after the warm-up; not with fp16's GradScaler) and, on the CPU, blas: the BLAS library torch
 actually loaded. Debian's python3-torch takes whatever libblas.so.3 resolves to, which is
 the netlib reference BLAS (~1 GFLOP/s) unless OpenBLAS is installed or put first on
 LD_LIBRARY_PATH; bench/compare.sh arranges that. Threads: --threads, else OMP_NUM_THREADS,
@@ -153,22 +155,24 @@ def sync(device):
 
 # ---- running -----------------------------------------------------------------------------------
 
-def run(name, device, steps, flush_denormal, amp=None):
+def run(name, device, steps, flush_denormal, amp=None, cuda_graph=False):
     make_model, make_batch, loss_fn, batch, seq, default_steps = WORKLOADS[name]
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
     steps = steps or default_steps
     torch.manual_seed(0)
     model = make_model().to(device)
-    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
+    # --cuda-graph: PyTorch's whole-network capture (torch.cuda.graph, capturable Adam, warm-up
+    # on a side stream), as its CUDA graphs documentation shows. GradScaler.step reads the inf
+    # flag on the host, so fp16 steps are not captured (the line says cuda_graph false).
+    graphed = cuda_graph and device.type == "cuda" and scaler is None
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=graphed)
     x, y = make_batch(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times = []
-    for i in range(WARMUP_STEPS + steps):
-        sync(device)
-        start = time.perf_counter()
-        adam.zero_grad()
+
+    def step():
+        adam.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext():
             loss = loss_fn(model(x), y)
         if scaler:
@@ -178,8 +182,31 @@ def run(name, device, steps, flush_denormal, amp=None):
         else:
             loss.backward()
             adam.step()
+        return loss
+
+    warmup = WARMUP_STEPS
+    if graphed:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_STEPS):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_loss = step()
+        warmup = 0
+    times = []
+    for i in range(warmup + steps):
         sync(device)
-        if i >= WARMUP_STEPS:
+        start = time.perf_counter()
+        if graphed:
+            graph.replay()
+            loss = static_loss
+        else:
+            loss = step()
+        sync(device)
+        if i >= warmup:
             times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
     line = {"workload": name, "framework": f"pytorch-{torch.__version__}", "device": device.type,
@@ -190,6 +217,7 @@ def run(name, device, steps, flush_denormal, amp=None):
     line["peak_rss_bytes"] = peak_rss_bytes()
     line["load1"] = round(os.getloadavg()[0], 2)
     line["flush_denormal"] = flush_denormal
+    line["cuda_graph"] = graphed
     return line
 
 
@@ -202,6 +230,8 @@ def main():
                         help="forward and loss under torch.autocast (fp16 adds a GradScaler)")
     parser.add_argument("--flush-denormal", action="store_true",
                         help="flush denormal floats to zero (torch.set_flush_denormal(True))")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="replay each step as a CUDA graph (torch.cuda.graph, capturable Adam)")
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
     args = parser.parse_args()
     unknown = [w for w in args.workloads if w not in WORKLOADS]
@@ -222,7 +252,7 @@ def main():
         print("torch_workloads.py: warning: torch is using the reference (netlib) BLAS, ~1 GFLOP/s; "
               "put OpenBLAS first (bench/compare.sh does) for a fair peer", file=sys.stderr)
     for name in args.workloads or WORKLOADS:
-        line = run(name, device, args.steps, args.flush_denormal, args.amp)
+        line = run(name, device, args.steps, args.flush_denormal, args.amp, args.cuda_graph)
         if blas:
             line["blas"] = blas
         print(json.dumps(line), flush=True)

@@ -4,7 +4,8 @@
 # unpacks what scripts/gpu-pack.sh built here (.gpu-pack/loom-gpu.tar.xz), then runs
 #   1. the CUDA tests (ctest -L cuda: every "[.cuda]" test case and the examples on cuda:0),
 #   2. Loom's GPU benchmarks beside PyTorch's, same GPU, same run (bench_cuda and
-#      torch_cuda_bench.py; loom-bench and torch_workloads.py in float32, bf16 and fp16 autocast),
+#      torch_cuda_bench.py; loom-bench and torch_workloads.py in float32, bf16 and fp16 autocast,
+#      and replayed as CUDA graphs with --cuda-graph),
 #   3. the CPU-vs-GPU epoch table of the flagship (on a subset),
 #   4. compute-sanitizer: memcheck over every CUDA test case, racecheck and initcheck over
 #      the attention, reduction and sort tests,
@@ -102,15 +103,24 @@ fi
 # ---- 2. benchmarks, Loom then PyTorch ------------------------------------------------------------
 : >"$out/bench.jsonl"
 : >"$out/workloads.jsonl"
+: >"$out/workloads-graph.jsonl"
 if wanted bench; then
   echo "== benchmarks ($(left) s left)"
   budgeted 90 "$build/bench/bench_cuda" >>"$out/bench.jsonl" 2>"$out/bench_cuda.err"
   budgeted 90 python3 bench/torch_cuda_bench.py >>"$out/bench.jsonl" 2>"$out/torch_cuda_bench.err"
-  for amp in off bf16 fp16; do
+  # Eager in float32, bf16 and fp16 autocast, then replayed as CUDA graphs (--cuda-graph:
+  # train::GraphedStep beside torch.cuda.graph with capturable Adam) in float32 and bf16.
+  for mode in off bf16 fp16 graph graph-bf16; do
     amp_args=()
-    [ "$amp" = off ] || amp_args=(--amp "$amp")
-    budgeted 60 "$build/bench/loom-bench" --device cuda "${amp_args[@]}" >>"$out/workloads.jsonl" 2>>"$out/loom-bench.err"
-    budgeted 90 python3 bench/torch_workloads.py --device cuda "${amp_args[@]}" >>"$out/workloads.jsonl" 2>>"$out/torch_workloads.err"
+    case "$mode" in
+      bf16|fp16) amp_args=(--amp "$mode") ;;
+      graph) amp_args=(--cuda-graph) ;;
+      graph-bf16) amp_args=(--cuda-graph --amp bf16) ;;
+    esac
+    lines="$out/workloads.jsonl"
+    [[ "$mode" != graph* ]] || lines="$out/workloads-graph.jsonl"
+    budgeted 60 "$build/bench/loom-bench" --device cuda "${amp_args[@]}" >>"$lines" 2>>"$out/loom-bench.err"
+    budgeted 90 python3 bench/torch_workloads.py --device cuda "${amp_args[@]}" >>"$lines" 2>>"$out/torch_workloads.err"
   done
 fi
 
@@ -192,9 +202,12 @@ if rows:
         print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (bench, size, dtype, tier, "%.4g" % lo["value"] if lo else "-",
               "%.4g" % pt["value"] if pt else "-", unit, ratio))
 runs = {}
-for r in records("workloads.jsonl"):
-    name = r["workload"] + ("" if r.get("amp", "off") in ("off", None) else ", %s autocast" % r["amp"])
-    runs.setdefault(name, {})["loom" if r["framework"] == "loom" else "torch"] = r["ms_per_step"]
+for source in ("workloads.jsonl", "workloads-graph.jsonl"):
+    for r in records(source):
+        name = r["workload"] + ("" if r.get("amp", "off") in ("off", None) else ", %s autocast" % r["amp"])
+        if source != "workloads.jsonl":  # asked for --cuda-graph: say so where it ran eagerly
+            name += ", cuda graph" if r.get("cuda_graph") else ", cuda graph refused (%s)" % r["framework"][:5]
+        runs.setdefault(name, {})["loom" if r["framework"] == "loom" else "torch"] = r["ms_per_step"]
 if runs:
     print("| workload (cuda) | Loom ms/step | PyTorch ms/step | PyTorch/Loom |")
     print("|---|---|---|---|")
