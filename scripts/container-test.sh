@@ -2,7 +2,9 @@
 # The container test: builds the CPU-only image of the Containerfile from this checkout and
 # tests it, on a machine that reaches no container registry (docs/container.md, "Testing the
 # image"). Needs root (debootstrap, podman's storage) and Debian's archive.
-#   scripts/container-test.sh          # about 15 minutes with ccache warm, 40 cold (2 cores)
+#   scripts/container-test.sh   # 11 min with its base and packages kept and ccache warm, 16 on a fresh
+#                               # machine after scripts/test.sh (2 shared cores); a cold ccache adds
+#                               # the whole compile (over half an hour there)
 #
 #  1. podman and debootstrap, installed with apt-get when missing (the quick start needs neither).
 #  2. The base image localhost/loom-base:debian12: `debootstrap --variant=minbase bookworm` from
