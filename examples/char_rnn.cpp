@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "amp_option.h"
+#include "bundled_data.h"
 #include "loom.h"
 #include "smoke_test.h"
 
@@ -145,7 +146,7 @@ std::string sample(CharLSTM& model, const data::Vocab& vocab, const std::string&
 
 int main(int argc, char** argv) {
   CLI::App app{"Train a character-level LSTM on a novel and sample from it"};
-  std::string data_path = LOOM_EXAMPLES_DATA_DIR "/persuasion.txt";
+  std::string data_path = examples::bundled_data("persuasion.txt");
   std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
   examples::AmpOption amp_option;
   std::string tensorboard_dir;  // --tensorboard: empty for none

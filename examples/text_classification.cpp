@@ -28,6 +28,7 @@
 #include <optional>
 
 #include "amp_option.h"
+#include "bundled_data.h"
 #include "distributed_option.h"
 #include "keep_best.h"
 #include "loom.h"
@@ -56,7 +57,7 @@ struct SentimentLSTM : nn::Module {
 int main(int argc, char** argv) {
   CLI::App app{"Train an LSTM sentiment classifier on labelled text"};
   examples::TextTaskOptions data_options;
-  data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
+  data_options.path = examples::bundled_data("movie_snippets.tsv");
   data_options.min_freq = 1;
   std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
   std::string tensorboard_dir;  // --tensorboard: empty for none

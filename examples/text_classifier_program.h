@@ -12,6 +12,7 @@
 #include <string>
 
 #include "amp_option.h"
+#include "bundled_data.h"
 #include "keep_best.h"
 #include "loom.h"
 #include "text_task.h"
@@ -35,7 +36,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   using namespace loom;
   CLI::App app{p.description};
   TextTaskOptions data_options;
-  data_options.path = LOOM_EXAMPLES_DATA_DIR "/movie_snippets.tsv";
+  data_options.path = examples::bundled_data("movie_snippets.tsv");
   std::string device_name = "cpu", out_dir = "runs/" + p.name;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   KeepBestOptions keep_best;

@@ -15,6 +15,7 @@
 #include <cstdio>
 
 #include "amp_option.h"
+#include "bundled_data.h"
 #include "loom.h"
 #include "smoke_test.h"
 
@@ -76,7 +77,7 @@ double decimal_year(double yyyymmdd) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Forecast weekly CO2 at Mauna Loa with an LSTM or RNN"};
-  std::string data_path = LOOM_EXAMPLES_DATA_DIR "/co2_weekly.csv";
+  std::string data_path = examples::bundled_data("co2_weekly.csv");
   std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
   examples::AmpOption amp_option;
   std::string tensorboard_dir;  // --tensorboard: empty for none

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Installs Loom's build dependencies with apt-get (Debian/Ubuntu), and the Python tools of
-# the tests (TensorBoard, from PyPI) in a virtual environment at .venv-tools/. Idempotent:
-# does nothing when everything is present, and runs `apt-get update` only if something is
-# missing. Works as root, or through sudo otherwise.
+# Installs Loom's dependencies with apt-get (Debian 12, Ubuntu 24.04): the packages of the
+# groups asked for in scripts/dependencies.txt (the one list; it says what each group is for),
+# and, with the test group, the Python tools of the tests (TensorBoard, from PyPI) in a
+# virtual environment at .venv-tools/. Idempotent: does nothing when everything is present,
+# and runs `apt-get update` only if something is missing. Works as root, or through sudo.
+#   scripts/install-deps.sh                  # build test fuzz interop: a developer's machine, CI
+#   scripts/install-deps.sh build test       # the image's build stage (Containerfile)
+#   scripts/install-deps.sh runtime          # its runtime stage
+# The fuzz and interop groups are optional: a package of theirs that the distribution does not
+# have is left out with a message (their tests then skip), instead of failing the install.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/dependencies.sh
 
-# clang-14 + libclang-rt-14-dev: the libFuzzer target (scripts/fuzz.sh); python3-torch:
-# the PyTorch interop test (tests/interop) and the golden-fixture scripts (tests/golden);
-# libcli11-dev: the command lines of the programs in examples/; python3: the layering test;
-# python3-venv: the virtual environment of the TensorBoard reader test (tools_venv below);
-# libgloo-dev: the collectives of distributed/ (Gloo's TCP transport); libdnnl-dev: oneDNN,
-# the float32 CPU GEMM (Note [GEMM dispatch]); iproute2: `ip netns`,
-# the two hosts of the distributed_two_hosts test.
-packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
-          clang-14 libclang-rt-14-dev python3 python3-torch python3-venv libgloo-dev libdnnl-dev
-          iproute2)
+groups=("$@")
+[ ${#groups[@]} -gt 0 ] || groups=(build test fuzz interop)
+mapfile -t packages < <(loom_packages "${groups[@]}")
+optional_groups=" fuzz interop "
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {
@@ -51,10 +52,17 @@ for pkg in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
+# The rest of the venv and checks: with the test group only (the image's runtime stage has no tests).
+finish() {
   check_cmake
+  if [[ " ${groups[*]} " == *" test "* ]]; then
+    tools_venv
+  fi
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all dependencies present (${packages[*]})"
-  tools_venv
+  finish
   exit 0
 fi
 
@@ -72,9 +80,20 @@ else
   exit 1
 fi
 
-echo "install-deps: installing ${missing[*]}"
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-check_cmake
-tools_venv
+# A package only of the optional groups that this distribution does not have is left out.
+required=" $(loom_packages $(for g in "${groups[@]}"; do [[ $optional_groups == *" $g "* ]] || echo "$g"; done) | tr '\n' ' ') "
+install=()
+for pkg in "${missing[@]}"; do
+  if [[ $required != *" $pkg "* ]] && ! apt-cache show "$pkg" >/dev/null 2>&1; then
+    echo "install-deps: $pkg (optional) is not in this distribution's archive: left out, its tests will skip"
+  else
+    install+=("$pkg")
+  fi
+done
+if [ ${#install[@]} -gt 0 ]; then
+  echo "install-deps: installing ${install[*]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${install[@]}"
+fi
+finish
 echo "install-deps: done"

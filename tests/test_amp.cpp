@@ -2,7 +2,7 @@
 // tests/golden/make_amp_golden.py), its nesting, parameter cache and backward, the
 // isfinite-based gradient scaler against PyTorch's schedule, and float16 gradients that
 // underflow without the scaler and not with it.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cmath>
 #include <fstream>

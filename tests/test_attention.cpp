@@ -2,7 +2,7 @@
 // composition of ops (detail::sdpa_reference), float64 gradcheck of the fused backward,
 // golden values from PyTorch 2.x (tests/golden/make_attention_golden.py), dropout inside the
 // fused kernels against the composition on their mask (detail::sdpa_dropout_mask), errors.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cmath>
 #include <limits>

@@ -1,7 +1,7 @@
 // The fused CPU attention on bfloat16 operands (Note [16-bit attention on the CPU]): every
 // tile product on the bfloat16 GEMM, each of its kernels forced (kernels/cpu/gemm_bf16.h),
 // against the float64 composition of ops on the same bfloat16 values.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cmath>
 #include <limits>

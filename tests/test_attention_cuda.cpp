@@ -7,7 +7,7 @@
 // entry points write exactly their outputs (sentinels around them, NaN inside), which
 // calls the dispatch leaves to the composition on a GPU, and dropout drawn inside the kernels
 // with the CPU kernel's keep bits (Note [attention dropout]). "[.cuda]": skipped without a GPU.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cmath>
 #include <limits>

@@ -1,7 +1,7 @@
 // The caching allocator's logic (core/caching_allocator.h) on the CPU, against a fake
 // device: segments come from malloc, the fake counts every backend call and can be given a
 // capacity to run out of memory on demand.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cstdlib>
 #include <cstring>

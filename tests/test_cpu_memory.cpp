@@ -2,7 +2,7 @@
 // (core/memory.h): blocks over 1 MiB share and split segments, freed blocks merge and are
 // reused whatever their size, the cache keeps at most twice the live peak, and empty_cache()
 // hands every free segment back.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <thread>
 #include <vector>

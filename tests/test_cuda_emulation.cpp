@@ -3,7 +3,7 @@
 // bit for bit (the same kernels run) while every tensor it makes stays on cuda:0. This
 // tests Loom's device plumbing above the kernels — where each tensor is made, what moves,
 // what is refused — not a GPU kernel; the "[.cuda]" tests need a real GPU for those.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 // for each reduction and the options that take another path (class weights, ignored
 // targets, label smoothing, pos_weight). Targets live on the GPU with the input, as in a
 // training step. "[.cuda]": skipped without a GPU.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <functional>
 #include <string>

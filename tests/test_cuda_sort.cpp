@@ -2,7 +2,7 @@
 // against the CPU: every dtype, ties and NaNs, rows through shared memory and through the
 // global scratch path, non-contiguous inputs, the values' gradient on the GPU, and the same
 // draws as the CPU for the same seed. "[.cuda]": they skip themselves without a GPU.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include "core/generator.h"
 #include "tests/cuda_test_util.h"

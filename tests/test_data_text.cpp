@@ -3,7 +3,7 @@
 // readers on small hostile files and on the bundled movie_snippets.tsv, LabelSet,
 // TextClassificationDataset, collate_text and split_train_test, each against hand-written
 // expectations or a plain-loop reference.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>

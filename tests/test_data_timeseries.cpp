@@ -1,7 +1,7 @@
 // Tests for data/timeseries.h: the CSV column reader (selection, missing-value policies, bad
 // records, the bundled Mauna Loa CO2 file), Normalizer, WindowDataset and collate_windows,
 // split_series and the persistence baseline, each against a plain-loop reference.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 // nn::functional::layer_norm's fused CPU kernels (Note [fused layer norm]) against the plain
 // composition of ops (detail::layer_norm_reference) in float64, float32 and the 16-bit
 // types, float64 gradcheck, and the argument checks.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cmath>
 #include <sstream>

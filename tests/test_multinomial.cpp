@@ -3,7 +3,7 @@
 // with a fixed seed, so deterministic), draws without replacement are distinct, zero
 // weights are never drawn, PyTorch's errors, and the emulated cuda:0 draws what the CPU
 // does.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cmath>
 #include <limits>

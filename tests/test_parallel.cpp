@@ -2,7 +2,7 @@
 // machine] in core/thread_pool.h): every index exactly once, errors rethrown, no nested
 // parallelism, several callers at once, the caller's floating-point mode on the workers,
 // and a late worker that does not hold the others up.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <atomic>
 #include <chrono>

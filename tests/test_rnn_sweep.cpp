@@ -3,7 +3,7 @@
 // same outputs, final states, reserve and every gradient, for every mode, both
 // directions and ragged lengths. Only the kernel launch itself is left for the GPU tests
 // ("[.cuda]" below, which run the layers and cells on a GPU against the CPU).
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // std::stable_sort reference of tests/sort_reference.h: every dtype, odd sizes, every dim,
 // non-contiguous inputs, ties and NaNs, k = 0 and k = size, empty dims; PyTorch's order on
 // small cases written out; errors; the values' gradient by float64 finite differences.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cmath>
 #include <limits>

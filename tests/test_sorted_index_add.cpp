@@ -1,7 +1,7 @@
 // The deterministic CUDA index_add (Note [sorted index_add]): its per-thread walk run on
 // the host, after std::stable_sort in place of CUB, in a shuffled thread order, equals the
 // CPU index_add bit for bit; on a GPU ("[.cuda]"), the real kernel does too, run after run.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,5 +1,5 @@
 // print(model)'s parameter counts, forward hooks, and nn::summary (nn/summary.h).
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <sstream>
 

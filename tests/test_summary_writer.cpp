@@ -5,7 +5,7 @@
 // histograms (buckets against a plain loop), buffering and flushing, a truncated file,
 // the file names and the typed errors. tests/tensorboard/read_events.py reads the same
 // kind of files with TensorBoard's own EventAccumulator.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // Watching training (train/train.h): the progress line against hand-derived strings under
 // a fake clock, the metrics files read back (exact header and rows, bit-exact numbers,
 // NaN handling, typed errors), the SVG charts' structure and ticks, and the run summary.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <stdlib.h>
 

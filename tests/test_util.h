@@ -2,7 +2,7 @@
 // against plain-loop references, and the messages of thrown exceptions.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <fcntl.h>     // open (releasing a FIFO)
 #include <stdlib.h>  // mkdtemp

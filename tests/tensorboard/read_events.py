@@ -35,7 +35,9 @@ def need_tensorboard():
         return
     except ImportError:
         pass
-    if os.path.exists(VENV_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(VENV_PYTHON) \
+    # Not sys.executable against VENV_PYTHON: a venv's python is a link to the python that made
+    # it, so on a plain Debian both resolve to /usr/bin/python3.11; sys.prefix tells them apart.
+    if os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(REPO, ".venv-tools")) \
             and os.environ.get("LOOM_READ_EVENTS_REEXEC") != "1":
         os.environ["LOOM_READ_EVENTS_REEXEC"] = "1"
         os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
