@@ -12,11 +12,11 @@
 # Options: --arch LIST (CMAKE_CUDA_ARCHITECTURES, default 90), --build-dir DIR (default
 # build/gpu), --jobs N (default 2).
 #
-# Which libraries travel is found, not listed: every library the packed programs load that
-# is neither glibc's, the compiler runtime's, nor CUDA's own (the driver, the runtime,
-# cuBLAS, cuDNN, NCCL: the GPU machine has those in its PyTorch's pip packages) — today
-# Gloo, oneDNN and what they need. So a dependency added to scripts/install-deps.sh needs
-# no edit here.
+# Which libraries travel is found: every library the packed programs load that is neither
+# glibc's, the compiler runtime's, nor CUDA's own (the driver, the runtime, cuBLAS, cuDNN,
+# NCCL: the GPU machine has those in its PyTorch's pip packages) — today Gloo, oneDNN and
+# what they load. The packages of the gpu-libs group of scripts/dependencies.txt (the one
+# list of dependencies) are checked to be among them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -88,6 +88,17 @@ done | sort -u | while read -r soname path; do
   is_provided_there "$soname" || cp -L "$path" "$stage/lib/$soname"
 done
 ldd "${programs[@]}" | grep -q "not found" && { echo "gpu-pack: a library is missing here:"; ldd "${programs[@]}" | grep "not found"; exit 1; }
+# The one list of dependencies (scripts/dependencies.txt) names the packages whose libraries
+# a GPU machine lacks (group gpu-libs): each one's library must be among those that travel,
+# or the walk above and the list disagree.
+# shellcheck disable=SC1091
+. scripts/dependencies.sh
+for pkg in $(loom_packages gpu-libs); do
+  for so in $(dpkg -L "$pkg" | grep -E '\.so$'); do
+    soname=$(readelf -d "$(readlink -f "$so")" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+    [ -f "$stage/lib/$soname" ] || { echo "gpu-pack: $soname of $pkg (scripts/dependencies.txt, gpu-libs) does not travel"; exit 1; }
+  done
+done
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain 2>/dev/null | grep -vc '^??' || true)
