@@ -4,7 +4,11 @@
 // kernel (the avx512_bf16 one in "[.avx512bf16]", skipped on a CPU without it). Then the
 // same under CUDA autocast (Note [recurrent layers under CUDA autocast]): on the emulated
 // cuda:0 (the policy and dtypes, on the CPU kernels) and on a GPU ("[.cuda]": cuDNN's
-// float16 layers, the sweep kernels' 16-bit cells).
+// float16 layers, the sweep kernels' 16-bit cells); then bfloat16 and float16 models on a
+// GPU (cuDNN, or the sweep kernels for bfloat16 before cuDNN 9.13) and cuDNN's persistent
+// algorithms where the rule picks them (Note [cuDNN RNN algorithm rule]).
+#include <cstdlib>
+
 #include "test_util.h"
 #include "bf16_kernel_test_util.h"
 #include "core/cuda_emulation.h"
@@ -315,8 +319,10 @@ TEST_CASE("cuda: cuDNN's persistent algorithms match the CPU where the rule pick
     const Tensor xr = x.to(kFloat16).to(kFloat32);
     Run low;
     const AlgoSeen seen = algo_of([&] { low = run(gpu_lstm, xr, kCUDA, kFloat16, layer_outputs(Tensor())); });
-    INFO("ran " << kernels::cuda::rnn_algo_name(seen.algo) << (seen.refused ? " (cuDNN refused persist_static)" : ""));
-    if (seen.refused) WARN("cuDNN refused persist_static for a float16 LSTM (128 -> 256, B 16)");
+    // Which algorithm ran (the rule's persist_static on an SM 8.x/9.x GPU of 98+ SMs), for
+    // the log of a GPU run.
+    WARN("float16 LSTM (128 -> 256, B 16) ran " << kernels::cuda::rnn_algo_name(seen.algo)
+                                               << (seen.refused ? " (cuDNN refused persist_static)" : ""));
     check_run(low, run(cpu_lstm, xr, kCPU, std::nullopt, layer_outputs(Tensor())), kFloat16, 1e-2, 5e-2 / 3,
               "float16 LSTM, persist_static");
   }
@@ -327,9 +333,10 @@ TEST_CASE("cuda: cuDNN's persistent algorithms match the CPU where the rule pick
     gpu_model->to(kCUDA);
     Run got;
     const AlgoSeen seen = algo_of([&] { got = run(gpu_model, x, kCUDA, std::nullopt, layer_outputs(Tensor())); });
-    INFO(name << ": ran " << kernels::cuda::rnn_algo_name(seen.algo));
-    if (seen.refused) WARN(name + ": cuDNN refused persist_static_small_h");
-    else CHECK(seen.algo == CudnnRNNAlgo::PersistStaticSmallH);
+    WARN(name << " ran " << kernels::cuda::rnn_algo_name(seen.algo)
+              << (seen.refused ? " (cuDNN refused persist_static_small_h)" : ""));
+    if (!seen.refused && std::getenv("LOOM_CUDNN_RNN_ALGO") == nullptr)  // the rule's choice
+      CHECK(seen.algo == CudnnRNNAlgo::PersistStaticSmallH);
     const Run want = run(cpu_model, x, kCPU, std::nullopt, layer_outputs(Tensor()));
     for (size_t i = 0; i < want.outputs.size(); ++i)
       check_near(got.outputs[i], want.outputs[i], 1e-5, name + " output " + std::to_string(i));

@@ -191,7 +191,7 @@ void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
     X* yp = static_cast<X*>(y.data());
     const X* xp = static_cast<const X*>(x.data());
     dispatch_row_config<X>(n, rows_vectorize<X>({xp, yp}, n), [&]<typename Config>() {
-      layer_norm_forward_kernel<Config, X><<<row_blocks<Config>(rows, device), kBlockSize, 0, stream>>>(
+      layer_norm_forward_kernel<Config, X><<<row_blocks<Config>(rows), kBlockSize, 0, stream>>>(
           yp, static_cast<M*>(mean.data()), static_cast<M*>(rstd.data()), xp, param<X>(weight), param<X>(bias), rows,
           n, M(eps));
     });
@@ -214,7 +214,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     if (dx.defined() && rows > 0) {
       X* dxp = static_cast<X*>(dx.data());
       dispatch_row_config<X>(n, rows_vectorize<X>({dyp, xp, dxp}, n), [&]<typename Config>() {
-        layer_norm_dx_kernel<Config, X><<<row_blocks<Config>(rows, device), kBlockSize, 0, stream>>>(
+        layer_norm_dx_kernel<Config, X><<<row_blocks<Config>(rows), kBlockSize, 0, stream>>>(
             dxp, dyp, xp, mp, rp, param<X>(weight), rows, n);
       });
       LOOM_CUDA_KERNEL_CHECK();

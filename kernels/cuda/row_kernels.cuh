@@ -189,11 +189,13 @@ void dispatch_row_config(int64_t len, bool vectors, F&& f) {
   return f.template operator()<RowConfig<kBlockSize, 0, 1>>();
 }
 
-// Blocks for `rows` rows of groups of Config: enough to fill the GPU a few times over.
+// Blocks for `rows` rows of groups of Config: one block per kRowsPerBlock rows, so that the
+// scheduler balances the rows over the SMs (a grid capped at a few waves of a grid-stride
+// loop gives some blocks a row more than others to do after the rest have finished).
 template <typename Config>
-unsigned row_blocks(int64_t rows, int device) {
+unsigned row_blocks(int64_t rows) {
   const int64_t blocks = (rows + Config::kRowsPerBlock - 1) / Config::kRowsPerBlock;
-  return unsigned(std::clamp<int64_t>(blocks, 1, grid_size(std::numeric_limits<int32_t>::max(), device)));
+  return unsigned(std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max()));
 }
 
 inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

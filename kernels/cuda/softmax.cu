@@ -206,7 +206,7 @@ void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
                                                                                                      x.g, log);
     } else {
       dispatch_row_config<T>(x.g.len, rows_vectorize<T>({{xp, x.g}, {yp, w.g}}), [&]<typename Config>() {
-        softmax_rows_kernel<Config, T><<<row_blocks<Config>(x.g.outer, device), kBlockSize, 0, stream>>>(
+        softmax_rows_kernel<Config, T><<<row_blocks<Config>(x.g.outer), kBlockSize, 0, stream>>>(
             yp, xp, w.g, x.g, log);
       });
     }
@@ -239,7 +239,7 @@ void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tenso
           gxp, gp, yp, w.g, g.g, y.g, log);
     } else {
       dispatch_row_config<T>(g.g.len, rows_vectorize<T>({{gp, g.g}, {yp, y.g}, {gxp, w.g}}), [&]<typename Config>() {
-        softmax_backward_rows_kernel<Config, T><<<row_blocks<Config>(g.g.outer, device), kBlockSize, 0, stream>>>(
+        softmax_backward_rows_kernel<Config, T><<<row_blocks<Config>(g.g.outer), kBlockSize, 0, stream>>>(
             gxp, gp, yp, w.g, g.g, y.g, log);
       });
     }
