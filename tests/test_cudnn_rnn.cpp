@@ -104,7 +104,7 @@ TEST_CASE("cudnn rnn plan (host): the algorithm rule", "[cuda_host]") {
   CHECK(choose_rnn_algo(d) == CudnnRNNAlgo::Standard);
 }
 
-TEST_CASE("cudnn rnn plan (host): LOOM_CUDNN_RNN_ALGO's values", "[cuda_host]") {
+TEST_CASE("cudnn rnn plan (host): LOOM_CUDNN_RNN_ALGO's values and the tests' override", "[cuda_host]") {
   using kernels::cuda::parse_rnn_algo;
   CHECK_FALSE(parse_rnn_algo(nullptr));
   CHECK_FALSE(parse_rnn_algo(""));
@@ -114,6 +114,19 @@ TEST_CASE("cudnn rnn plan (host): LOOM_CUDNN_RNN_ALGO's values", "[cuda_host]") 
   CHECK(parse_rnn_algo("persist_static_small_h") == CudnnRNNAlgo::PersistStaticSmallH);
   CHECK_THROWS_AS(parse_rnn_algo("persistent"), ValueError);
   CHECK_THROWS_WITH(parse_rnn_algo("fast"), Catch::Contains("LOOM_CUDNN_RNN_ALGO") && Catch::Contains("'fast'"));
+  // The tests' per-thread override, restored on leaving each scope.
+  using kernels::cuda::forced_rnn_algo;
+  REQUIRE_FALSE(forced_rnn_algo());
+  {
+    const kernels::cuda::ForceRNNAlgoGuard outer(CudnnRNNAlgo::PersistStatic);
+    CHECK(forced_rnn_algo() == CudnnRNNAlgo::PersistStatic);
+    {
+      const kernels::cuda::ForceRNNAlgoGuard inner(CudnnRNNAlgo::Standard);
+      CHECK(forced_rnn_algo() == CudnnRNNAlgo::Standard);
+    }
+    CHECK(forced_rnn_algo() == CudnnRNNAlgo::PersistStatic);
+  }
+  CHECK_FALSE(forced_rnn_algo());
 }
 
 TEST_CASE("cudnn rnn plan (host): keys tell configurations apart, the LRU keeps the recent ones", "[cuda_host]") {

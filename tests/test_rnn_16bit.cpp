@@ -348,3 +348,41 @@ TEST_CASE("cuda: cuDNN's persistent algorithms match the CPU where the rule pick
   check_small(nn::GRU(opts(2)), nn::GRU(opts(2)), "GRU hidden 32, 2 layers");
   check_small(nn::RNN(opts(1)), nn::RNN(opts(1)), "RNN tanh hidden 32");
 }
+
+TEST_CASE("cuda: each cuDNN algorithm, forced, matches the CPU in float32 and under float16 autocast", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDNN();
+  using kernels::cuda::CudnnRNNAlgo;
+  manual_seed(25);
+  // One unidirectional layer of sizes multiples of 128 and a batch of 16 (what persist_static
+  // takes), hidden 128 (small_h's limit in training): every algorithm may run it, so a GPU
+  // run can check each before the rule gives it more configurations (a refused one falls
+  // back to STANDARD and must match all the same).
+  const Tensor x = random_nonzero({16, 12, 128}, kFloat32, -1, 1);  // (B, T, I)
+  const auto opts = nn::RNNOptions(128, 128).batch_first(true);
+  for (CudnnRNNAlgo algo : {CudnnRNNAlgo::Standard, CudnnRNNAlgo::PersistStatic, CudnnRNNAlgo::PersistStaticSmallH}) {
+    const kernels::cuda::ForceRNNAlgoGuard force(algo);
+    for (DType dtype : {kFloat32, kFloat16}) {
+      const std::string name = std::string("LSTM 128 -> 128, ") + dtype_name(dtype) + ", forced " +
+                               kernels::cuda::rnn_algo_name(algo);
+      nn::LSTM cpu_lstm(opts), gpu_lstm(opts);
+      if (dtype == kFloat16) round_parameters(*cpu_lstm, kFloat16);
+      gpu_lstm->load_state_dict(cpu_lstm->state_dict());
+      gpu_lstm->to(kCUDA);
+      const Tensor xr = x.to(dtype).to(kFloat32);
+      const std::optional<DType> autocast = dtype == kFloat16 ? std::optional<DType>(kFloat16) : std::nullopt;
+      Run got;
+      const AlgoSeen seen = algo_of([&] { got = run(gpu_lstm, xr, kCUDA, autocast, layer_outputs(Tensor())); });
+      WARN(name << " ran " << kernels::cuda::rnn_algo_name(seen.algo) << (seen.refused ? " (refused)" : ""));
+      CHECK((seen.algo == algo || seen.algo == CudnnRNNAlgo::Standard));  // forced, or refused earlier
+      const Run want = run(cpu_lstm, xr, kCPU, std::nullopt, layer_outputs(Tensor()));
+      if (dtype == kFloat16) {
+        check_run(got, want, kFloat16, 1e-2, 5e-2 / 3, name);
+        continue;
+      }
+      for (size_t i = 0; i < want.outputs.size(); ++i)
+        check_near(got.outputs[i], want.outputs[i], 1e-5, name + " output " + std::to_string(i));
+      for (size_t i = 0; i < want.grads.size(); ++i)
+        check_near(got.grads[i], want.grads[i], 1e-5, name + " gradient " + std::to_string(i));
+    }
+  }
+}

@@ -544,7 +544,8 @@ RNNStackOutput cudnn_rnn_forward(const RNNStackConfig& config, const Tensor& x, 
   key.tf32 = x.dtype() == kFloat32 && ::loom::cuda::allow_tf32();
   // The override never asks a persistent kernel for what the rule rules out outright.
   const bool persistent_possible = x.dtype() != kFloat64 && equal_lengths;
-  key.algo = persistent_possible ? algo_override().value_or(choose_rnn_algo(query)) : CudnnRNNAlgo::Standard;
+  const std::optional<CudnnRNNAlgo> forced = forced_rnn_algo() ? forced_rnn_algo() : algo_override();
+  key.algo = persistent_possible ? forced.value_or(choose_rnn_algo(query)) : CudnnRNNAlgo::Standard;
   check_weight_sizes(key, weights);
   const CudnnRNNShapeKey shape{T, B, equal_lengths ? std::vector<int64_t>{} : lengths, config.training};
 

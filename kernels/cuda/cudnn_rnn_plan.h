@@ -21,7 +21,9 @@
 //   not GRU; RNN below 96 rows or 896 units), or 7.0 with PyTorch's batch and length table.
 // Nothing here was measured on Loom yet: LOOM_CUDNN_RNN_ALGO=standard | persist_static |
 // persist_static_small_h overrides the rule for every layer (auto: the rule), so that a GPU
-// run can time each workload under each algorithm (docs/cuda.md). A persistent algorithm
+// run can time each workload under each algorithm (docs/cuda.md, bench/cudnn_rnn_algos.sh);
+// ForceRNNAlgoGuard does the same for one thread, for the tests that check each algorithm
+// against the CPU before the rule gives it more configurations. A persistent algorithm
 // cuDNN refuses for a configuration (CUDNN_STATUS_NOT_SUPPORTED) falls back to STANDARD,
 // counted in CudnnRNNCounters::algo_fallbacks.
 #pragma once
@@ -107,6 +109,26 @@ inline std::optional<CudnnRNNAlgo> parse_rnn_algo(const char* value) {
   throw ValueError(std::string("LOOM_CUDNN_RNN_ALGO: expected auto, standard, persist_static or ") +
                    "persist_static_small_h, got '" + value + "'");
 }
+
+// The algorithm this thread's layers run instead of the rule's, for tests that run each
+// algorithm against the CPU (the environment's LOOM_CUDNN_RNN_ALGO applies when unset).
+// As with the variable, never for float64 or rows of unequal lengths.
+inline std::optional<CudnnRNNAlgo>& forced_rnn_algo() {
+  thread_local std::optional<CudnnRNNAlgo> algo;
+  return algo;
+}
+
+// Forces `algo` on this thread while in scope.
+class ForceRNNAlgoGuard {
+ public:
+  explicit ForceRNNAlgoGuard(CudnnRNNAlgo algo) : previous_(forced_rnn_algo()) { forced_rnn_algo() = algo; }
+  ~ForceRNNAlgoGuard() { forced_rnn_algo() = previous_; }
+  ForceRNNAlgoGuard(const ForceRNNAlgoGuard&) = delete;
+  ForceRNNAlgoGuard& operator=(const ForceRNNAlgoGuard&) = delete;
+
+ private:
+  std::optional<CudnnRNNAlgo> previous_;
+};
 
 // What a stack's RNN descriptor and weight layout depend on.
 struct CudnnRNNLayerKey {

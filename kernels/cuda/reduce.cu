@@ -252,8 +252,6 @@ __global__ void __launch_bounds__(kBlockSize)
 
 int64_t max_blocks(int device) { return grid_size(std::numeric_limits<int32_t>::max(), device); }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Whether a dim of `size` with `stride` keeps VEC-element vectors aligned.
 bool keeps_vectors(int64_t size, int64_t stride, int vec) { return size <= 1 || stride % vec == 0; }
 
@@ -280,7 +278,7 @@ void fold_rows(const In* x, const ReduceGeometry& g, const Fold& fold, const Sin
   using State = typename Fold::State;
   constexpr int VEC = int(16 / sizeof(In));
   static_assert(VEC > 1, "fold_rows reads elements of at most 8 bytes");
-  const bool vectors = g.len_stride == 1 && keeps_vectors(g.outer, g.outer_stride, VEC) && aligned16(x);
+  const bool vectors = g.len_stride == 1 && keeps_vectors(g.outer, g.outer_stride, VEC) && is_aligned16(x);
   if (g.len <= kWarpRowMax) {  // a warp a row, 8 rows a block
     const int64_t len = std::max<int64_t>(g.len, 1);
     if (vectors) launch_rows<kWarpSize, VEC>(x, g.outer, g.len, g.outer_stride, 1, 1, len, fold, sink, device, stream);
@@ -325,7 +323,7 @@ void fold_columns(const In* x, const ReduceGeometry& g, const Fold& fold, const 
   constexpr int VEC = int(16 / sizeof(In));
   const bool vectors = VEC > 1 && g.inner_stride == 1 && g.inner % VEC == 0 &&
                        keeps_vectors(g.outer, g.outer_stride, VEC) && keeps_vectors(g.len, g.len_stride, VEC) &&
-                       aligned16(x);
+                       is_aligned16(x);
   const int vec = vectors ? VEC : 1;
   const int64_t tiles = (g.inner + kColumnLanes * vec - 1) / (kColumnLanes * vec);
   // Chunks along len while the tiles cannot fill the GPU, each thread keeping 16 steps.

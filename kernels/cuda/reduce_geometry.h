@@ -110,4 +110,7 @@ inline std::optional<ReduceGeometry> dim_geometry(const Tensor& t, int64_t dim) 
   return dim_geometry(t.sizes(), t.strides(), dim);
 }
 
+// Whether p can be read and written 16 bytes at a time (the kernels' vector loads).
+inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace loom::kernels::cuda

@@ -198,6 +198,5 @@ unsigned row_blocks(int64_t rows) {
   return unsigned(std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max()));
 }
 
-inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace loom::kernels::cuda
