@@ -11,6 +11,11 @@
 //   sdpa_fwd  attention forward, bfloat16, B 8, H 16,    4 · B·H·L·S·E      goal: PyTorch's SDPA
 //             L = S = 4096, E 128 (and causal)           flops, half causal
 //   alloc     one cached allocate + free pair of 1 MiB   ns                 goal ≤ 1000 ns
+//   and throughput_lines' (issue 28), goal ≥ 0.95 of PyTorch's GB/s in the same run:
+//   layer_norm_fwd   (65536, 1024) float32, weight and bias      bytes = 2 · size (x read, y written)
+//   layer_norm_bwd   its dx, dweight and dbias                   bytes = 3 · size (dy, x read, dx written)
+//   bias_grad        sum over dim 0 of (65536, 1024) float32     bytes = size
+//   log_softmax_bwd  rows of 4096, 256 MB                        bytes = 3 · size (g, y read, gx written)
 //
 // Without a GPU it says so and exits 0.
 #include <algorithm>
@@ -21,6 +26,8 @@
 #include "bench/bench_util.h"
 #include "core/allocator.h"
 #include "core/cuda.h"
+#include "kernels/kernels.h"
+#include "kernels/layer_norm.h"
 #include "loom.h"
 
 using namespace loom;
@@ -47,6 +54,31 @@ double median_ms(F&& fn, int warmup = 3, int reps = 20) {
 void line(const char* bench, int64_t size, const char* dtype, double value, const char* unit,
           double ceiling = 0) {
   bench::print({bench, "loom", size, dtype, 0, value, unit, ceiling});
+}
+
+// Issue 28's lines: the fused layer norm, a bias gradient and log_softmax's backward, each
+// against copy_gbs (bench/torch_cuda_bench.py prints PyTorch's beside them).
+void throughput_lines(double copy_gbs) {
+  const TensorOptions on_gpu = TensorOptions().device(kCUDA);
+  const int64_t rows = 65536, n = 1024;  // 256 MB of float32
+  const double bytes = double(rows * n) * 4;
+  NoGradGuard no_grad;
+  const Tensor x = randn({rows, n}, on_gpu), dy = randn({rows, n}, on_gpu);
+  const Tensor w = randn({n}, on_gpu), b = randn({n}, on_gpu);
+  line("layer_norm_fwd", rows * n, "float32",
+       2 * bytes / median_ms([&] { Tensor y = nn::functional::layer_norm(x, {n}, w, b, 1e-5); }) / 1e6, "GB/s",
+       copy_gbs);
+  Tensor y = empty({rows, n}, on_gpu), mean = empty({rows}, on_gpu), rstd = empty({rows}, on_gpu);
+  kernels::layer_norm_forward(y, mean, rstd, x, w, b, 1e-5);
+  Tensor dx = empty({rows, n}, on_gpu), dw = empty({n}, on_gpu), db = empty({n}, on_gpu);
+  line("layer_norm_bwd", rows * n, "float32",
+       3 * bytes / median_ms([&] { kernels::layer_norm_backward(dx, dw, db, dy, x, mean, rstd, w); }) / 1e6, "GB/s",
+       copy_gbs);
+  line("bias_grad", rows * n, "float32", bytes / median_ms([&] { Tensor s = x.sum(0); }) / 1e6, "GB/s", copy_gbs);
+  const Tensor out = randn({rows * n / 4096, 4096}, on_gpu).log_softmax(1), g = randn(out.sizes(), on_gpu);
+  Tensor gx = empty(out.sizes(), on_gpu);
+  line("log_softmax_bwd", rows * n, "float32",
+       3 * bytes / median_ms([&] { kernels::softmax_backward(gx, g, out, 1, true); }) / 1e6, "GB/s", copy_gbs);
 }
 
 }  // namespace
@@ -105,4 +137,6 @@ int main() {
     for (int i = 0; i < pairs; ++i) DataPtr p = allocator->allocate(1 << 20, kCUDA);
   }, 1, 5);
   line("alloc_free_pair", 1 << 20, "bytes", s / pairs * 1e9, "ns");
+
+  throughput_lines(copy_gbs);
 }

@@ -33,6 +33,28 @@ def line(bench, size, dtype, value, unit, ceiling=0.0):
     print(json.dumps(row), flush=True)
 
 
+def throughput_lines(copy):
+    """bench_cuda.cpp's throughput_lines: layer norm, a bias gradient, log_softmax's backward."""
+    dev = "cuda"
+    rows, n = 65536, 1024  # 256 MB of float32
+    nbytes = rows * n * 4
+    with torch.no_grad():
+        x, dy = torch.randn(rows, n, device=dev), torch.randn(rows, n, device=dev)
+        w, b = torch.randn(n, device=dev), torch.randn(n, device=dev)
+        line("layer_norm_fwd", rows * n, "float32",
+             2 * nbytes / median_ms(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)) / 1e6, "GB/s", copy)
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+        line("layer_norm_bwd", rows * n, "float32",
+             3 * nbytes / median_ms(lambda: torch.ops.aten.native_layer_norm_backward(
+                 dy, x, [n], mean, rstd, w, b, [True, True, True])) / 1e6, "GB/s", copy)
+        line("bias_grad", rows * n, "float32", nbytes / median_ms(lambda: x.sum(0)) / 1e6, "GB/s", copy)
+        out = torch.randn(rows * n // 4096, 4096, device=dev).log_softmax(1)
+        g = torch.randn_like(out)
+        line("log_softmax_bwd", rows * n, "float32",
+             3 * nbytes / median_ms(lambda: torch._log_softmax_backward_data(g, out, 1, torch.float32)) / 1e6,
+             "GB/s", copy)
+
+
 def main():
     if not torch.cuda.is_available():
         print("torch_cuda_bench: no CUDA device; nothing to measure", file=sys.stderr)
@@ -70,6 +92,8 @@ def main():
             ms = median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
             line("sdpa_fwd_causal" if causal else "sdpa_fwd", L, "bfloat16",
                  attention_flops / (2 if causal else 1) / ms / 1e9, "TFLOP/s")
+
+    throughput_lines(copy)
 
 
 if __name__ == "__main__":

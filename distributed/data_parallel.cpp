@@ -102,6 +102,9 @@ void DataParallelBase::broadcast_from_rank0(const NamedTensors& tensors) const {
   std::vector<std::shared_ptr<distributed::Work>> works;
   for (const auto& [name, t] : tensors) works.push_back(group_.broadcast(t, 0));
   for (auto& w : works) w->wait();
+  // The collective wrote the tensors in place: say so, as any in-place op does, so that
+  // copies keyed by their version (cuDNN's packed weights) are not reused.
+  for (const auto& [name, t] : tensors) t.bump_version();
 }
 
 void DataParallelBase::before_forward() {

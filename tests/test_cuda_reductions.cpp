@@ -3,7 +3,8 @@
 // middle and all, sizes that are not multiples of a block, non-contiguous inputs, NaN
 // propagation, repeated indices, bad indices, and autograd through softmax. GPU outputs
 // are poisoned (NaN or a sentinel) before a kernel writes them, so an element it misses
-// fails. All cases are "[.cuda]": they skip themselves without a GPU.
+// fails, and each sits between sentinels that must be left untouched (a write out of
+// bounds fails). All cases are "[.cuda]": they skip themselves without a GPU.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -41,14 +42,17 @@ void compare(const std::string& what, const std::vector<Out>& outs, const Inputs
              double extra_atol = 0) {
   INFO(what);
   std::vector<Tensor> cpu_outs, gpu_outs;
+  std::vector<Guarded> guards;
   for (const Out& o : outs) {
     cpu_outs.push_back(empty(o.shape, o.dtype));
-    gpu_outs.push_back(poisoned(o.shape, o.dtype));
+    guards.push_back(guarded(o.shape, o.dtype));
+    gpu_outs.push_back(guards.back().out);
   }
   run(cpu_outs, inputs(kCPU));
   run(gpu_outs, inputs(kCUDA));
   for (size_t k = 0; k < outs.size(); ++k) {
     REQUIRE(gpu_outs[k].is_cuda());
+    check_sentinels(guards[k], what + ", output " + std::to_string(k));
     const std::vector<double> want = cpu_outs[k].to_vector<double>();
     const std::vector<double> got = gpu_outs[k].cpu().to_vector<double>();
     REQUIRE(got.size() == want.size());
@@ -355,4 +359,237 @@ TEST_CASE("cuda reductions: an out-of-range index on the GPU throws IndexError n
   // Through the public API too.
   const Tensor x = rand({5, 3}).to(kCUDA);
   REQUIRE_THROWS_AS(x.index_select(0, from_vector<int64_t>({1, 5}, {2}).to(kCUDA)), IndexError);
+}
+
+// ---- in place over any dims (Note [reading reductions in place]) -----------------------------
+
+namespace {
+
+enum class Layout { Contiguous, Transposed, OffsetSlice, Broadcast };
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::Transposed: return "transposed";
+    case Layout::OffsetSlice: return "offset slice";
+    case Layout::Broadcast: return "broadcast";
+    default: return "contiguous";
+  }
+}
+
+// An input of `shape` in `layout`, the same values on each device: contiguous; the last two
+// dims transposed in memory; a slice one element into wider rows (misaligned rows, a row
+// stride that is not the row length); dim 0 broadcast (stride 0) from size 1.
+Inputs layout_input(Shape shape, DType dtype, Layout layout, double low = -2, double high = 2) {
+  const int64_t nd = int64_t(shape.size());
+  Shape base_shape = shape;
+  if (layout == Layout::Transposed && nd >= 2) std::swap(base_shape[size_t(nd - 1)], base_shape[size_t(nd - 2)]);
+  if (layout == Layout::OffsetSlice) base_shape.back() += 3;
+  if (layout == Layout::Broadcast) base_shape[0] = 1;
+  const Tensor base = random_nonzero(base_shape, dtype, low, high);
+  return [=](Device d) {
+    Tensor x = base.to(d);
+    if (layout == Layout::Transposed && nd >= 2) x = x.transpose(nd - 1, nd - 2);
+    if (layout == Layout::OffsetSlice) x = x.slice(nd - 1, 1, 1 + shape.back());
+    if (layout == Layout::Broadcast) x = x.expand(shape);
+    return std::vector<Tensor>{x};
+  };
+}
+
+const std::vector<Layout> kLayouts{Layout::Contiguous, Layout::Transposed, Layout::OffsetSlice, Layout::Broadcast};
+
+// The (dtype, layout) pairs a case runs: float32 in every layout, float16 contiguous and
+// misaligned, float64 and bfloat16 contiguous (the kernels' index math does not depend on
+// the dtype, their loads do: 16-byte vectors of 2, 4 or 8 elements). The CUDA check runs
+// racecheck over these tests: they stay small.
+std::vector<std::pair<DType, Layout>> float_cases() {
+  std::vector<std::pair<DType, Layout>> out;
+  for (Layout l : kLayouts) out.push_back({kFloat32, l});
+  out.insert(out.end(), {{kFloat16, Layout::Contiguous},
+                         {kFloat16, Layout::OffsetSlice},
+                         {kFloat64, Layout::Contiguous},
+                         {kBFloat16, Layout::Contiguous}});
+  return out;
+}
+
+// Each single dim, every dim, and (3-D) the first two and the last two.
+std::vector<Dims> dim_sets(size_t nd) {
+  std::vector<Dims> out;
+  for (int64_t d = 0; d < int64_t(nd); ++d) out.push_back({d});
+  if (nd > 1) {
+    Dims all;
+    for (int64_t d = 0; d < int64_t(nd); ++d) all.push_back(d);
+    out.push_back(all);
+  }
+  if (nd == 3) out.insert(out.end(), {{0, 1}, {1, 2}});
+  return out;
+}
+
+int64_t count_of(const Shape& shape, const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= shape[size_t(d)];
+  return n;
+}
+
+// Sum's float32 rounding over n terms, in either order (a mean divides it by n).
+double sum_slack(DType dtype, ReduceOp op, int64_t n) {
+  if (dtype != kFloat32 && dtype != kFloat16 && dtype != kBFloat16) return 0;
+  return op == ReduceOp::Sum ? 1e-6 * double(n) : op == ReduceOp::Mean ? 1e-6 : 0;
+}
+
+// Sum and max for every case; mean and min (the same kernels with another sink and
+// comparison) for float32 contiguous.
+void check_reductions(const Shape& shape, const std::vector<std::pair<DType, Layout>>& cases) {
+  for (const auto& [dtype, layout] : cases) {
+    const Inputs in = layout_input(shape, dtype, layout);
+    for (const Dims& dims : dim_sets(shape.size())) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min}) {
+        const bool every = op == ReduceOp::Sum || op == ReduceOp::Max;
+        if (!every && !(dtype == kFloat32 && layout == Layout::Contiguous)) continue;
+        compare(std::string(kernels::op_info(op).name) + " " + dtype_name(dtype) + " of " + shape_str(shape) + " " +
+                    layout_name(layout) + " dims " + dims_str(dims),
+                {{without(shape, dims), dtype}}, in,
+                [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                  kernels::reduce(op, o[0], x[0], dims);
+                },
+                sum_slack(dtype, op, count_of(shape, dims)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda reductions: in place over inner, outer and middle dims of awkward sizes and layouts", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(31);
+  // Rows shorter than a warp, than a block's reach (2048: a warp a row), and longer
+  // (a block a row, split in chunks when the rows are few); columns of every width.
+  for (const Shape& shape : std::vector<Shape>{{1}, {7}, {3, 7}, {33, 1}, {9, 300}, {5, 2049}, {3, 70, 5}, {2, 1, 9}})
+    check_reductions(shape, float_cases());
+  check_reductions({6, 33}, {{kInt64, Layout::Contiguous}, {kInt64, Layout::Transposed}, {kInt32, Layout::Contiguous}});
+}
+
+TEST_CASE("cuda reductions: long rows and columns split in chunks", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(32);
+  // One long row (a full reduction: chunks, then a fold of the chunks), a few long rows, and
+  // long columns (a bias gradient's shape), contiguous and strided.
+  for (const Shape& shape : std::vector<Shape>{{1000003}, {2, 100003}, {4099, 7}, {20000, 64}, {4099, 1027}})
+    check_reductions(shape,
+                     {{kFloat32, Layout::Contiguous}, {kFloat32, Layout::OffsetSlice}, {kFloat16, Layout::Contiguous}});
+}
+
+TEST_CASE("cuda reductions: a bias gradient, the sum over dim 0 of (65536, 1024), against a plain loop",
+          "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(33);
+  const Tensor x = random_nonzero({65536, 1024});
+  const Guarded g = guarded({1024}, kFloat32);
+  kernels::reduce(ReduceOp::Sum, g.out, x.to(kCUDA), {0});
+  check_sentinels(g, "bias gradient");
+  const std::vector<float> xv = x.to_vector<float>();
+  std::vector<double> want(1024, 0.0);
+  for (int64_t r = 0; r < 65536; ++r)
+    for (int64_t i = 0; i < 1024; ++i) want[size_t(i)] += double(xv[size_t(r * 1024 + i)]);
+  const std::vector<double> got = g.out.cpu().to_vector<double>();
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("column " << i);
+    CHECK(got[i] == Approx(want[i]).margin(2e-3));
+  }
+}
+
+TEST_CASE("cuda reductions: arg_reduce and variance in place over inner, outer and middle dims", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(34);
+  for (const Shape& shape : std::vector<Shape>{{7}, {3, 7}, {9, 300}, {5, 2049}, {3, 70, 5}, {4099, 7}}) {
+    for (const auto& [dtype, layout] : float_cases()) {
+      const Inputs in = layout_input(shape, dtype, layout);
+      for (int64_t dim = 0; dim < int64_t(shape.size()); ++dim) {
+        const std::string what = std::string(dtype_name(dtype)) + " of " + shape_str(shape) + " " +
+                                 layout_name(layout) + " dim " + std::to_string(dim);
+        for (bool is_max : {true, false}) {
+          compare("arg_reduce " + what, {{without(shape, {dim}), dtype}, {without(shape, {dim}), kInt64}}, in,
+                  [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                    kernels::arg_reduce(is_max, o[0], o[1], x[0], dim);
+                  });
+        }
+        compare("var " + what, {{without(shape, {dim}), dtype}}, in,
+                [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                  kernels::variance(o[0], x[0], {dim}, 1);
+                });
+      }
+      compare(std::string("var of all ") + dtype_name(dtype) + " of " + shape_str(shape) + " " + layout_name(layout),
+              {{{}, dtype}}, in, [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) {
+                Dims all;
+                for (int64_t d = 0; d < int64_t(shape.size()); ++d) all.push_back(d);
+                kernels::variance(o[0], x[0], all, 0);
+              });
+    }
+  }
+}
+
+TEST_CASE("cuda reductions: cumsum in place along rows short and long, columns and middle dims", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(35);
+  for (const Shape& shape : std::vector<Shape>{{1}, {7}, {3, 33}, {4, 1025}, {2, 5000}, {3, 70, 5}, {4099, 7}}) {
+    std::vector<std::pair<DType, Layout>> cases = float_cases();
+    cases.insert(cases.end(),
+                 {{kInt64, Layout::Contiguous}, {kInt64, Layout::Transposed}, {kInt32, Layout::Contiguous}});
+    for (const auto& [dtype, layout] : cases) {
+      const Inputs in = layout_input(shape, dtype, layout);
+      for (int64_t dim = 0; dim < int64_t(shape.size()); ++dim) {
+        // Running sums of up to 5000 terms: float32 rounding in either order.
+        compare(std::string("cumsum ") + dtype_name(dtype) + " of " + shape_str(shape) + " " + layout_name(layout) +
+                    " dim " + std::to_string(dim),
+                {{shape, dtype}}, in,
+                [&](const std::vector<Tensor>& o, const std::vector<Tensor>& x) { kernels::cumsum(o[0], x[0], dim); },
+                dtype == kFloat32 ? 1e-6 * double(shape[size_t(dim)]) : 0);
+      }
+    }
+  }
+}
+
+// ---- softmax (Note [CUDA softmax layout]) ------------------------------------------------------
+
+namespace {
+
+void check_softmax(const Shape& shape, int64_t dim, DType dtype, Layout layout) {
+  const Inputs x = layout_input(shape, dtype, layout, -4, 4), g = layout_input(shape, dtype, layout);
+  const Inputs both = [&](Device d) { return std::vector<Tensor>{x(d)[0], g(d)[0]}; };
+  for (bool log : {false, true}) {
+    compare(std::string(log ? "log_softmax " : "softmax ") + dtype_name(dtype) + " of " + shape_str(shape) + " " +
+                layout_name(layout) + " dim " + std::to_string(dim),
+            {{shape, dtype}, {shape, dtype}}, both, [&](const std::vector<Tensor>& o, const std::vector<Tensor>& in) {
+              kernels::softmax(o[0], in[0], dim, log);
+              kernels::softmax_backward(o[1], in[1], o[0], dim, log);
+            });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda softmax: rows of every length a group of lanes or a block holds, and longer", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(36);
+  // Each row configuration (4, 8, 16, 32 lanes; a warp with 2-32 elements a lane; a block
+  // with its row in registers, 16-byte or scalar; a block reading memory), at and past
+  // each boundary, in every layout: misaligned and strided rows take scalar loads.
+  for (int64_t len : {1, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 100, 257, 1000, 1024, 1025, 2048, 4096, 4097, 10000}) {
+    for (Layout layout : kLayouts) check_softmax({7, len}, 1, kFloat32, layout);
+    check_softmax({7, len}, 1, kFloat16, Layout::Contiguous);
+  }
+  for (int64_t len : {5, 33, 1025, 4097}) {  // the other dtypes' loads: 16-byte vectors of 2 and 8
+    for (const auto& [dtype, layout] : float_cases())
+      if (dtype != kFloat32) check_softmax({7, len}, 1, dtype, layout);
+  }
+}
+
+TEST_CASE("cuda softmax: along outer and middle dims, in place or through rows", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(37);
+  // Columns: one thread each when there are at least 2048 of them, else copied to rows.
+  for (const Shape& shape : std::vector<Shape>{{5, 3000}, {37, 5}, {300, 9}, {3, 40, 70}, {2, 5, 3}}) {
+    for (const auto& [dtype, layout] : float_cases())
+      for (int64_t dim = 0; dim + 1 < int64_t(shape.size()); ++dim) check_softmax(shape, dim, dtype, layout);
+  }
 }

@@ -4,11 +4,16 @@
 // kernel (the avx512_bf16 one in "[.avx512bf16]", skipped on a CPU without it). Then the
 // same under CUDA autocast (Note [recurrent layers under CUDA autocast]): on the emulated
 // cuda:0 (the policy and dtypes, on the CPU kernels) and on a GPU ("[.cuda]": cuDNN's
-// float16 layers, the sweep kernels' 16-bit cells).
+// float16 layers, the sweep kernels' 16-bit cells); then bfloat16 and float16 models on a
+// GPU (cuDNN, or the sweep kernels for bfloat16 before cuDNN 9.13) and cuDNN's persistent
+// algorithms where the rule picks them (Note [cuDNN RNN algorithm rule]).
+#include <cstdlib>
+
 #include "test_util.h"
 #include "bf16_kernel_test_util.h"
 #include "core/cuda_emulation.h"
 #include "cuda_test_util.h"
+#include "kernels/cuda/cudnn_rnn_plan.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -232,4 +237,152 @@ TEST_CASE("cuda: 16-bit recurrent layers and cells under CUDA float16 and bfloat
           "[.cuda]") {
   LOOM_SKIP_WITHOUT_CUDA();
   check_cuda_autocast(kCUDA);
+}
+
+// ---- on a GPU: 16-bit models on cuDNN, and cuDNN's persistent algorithms ----------------------
+
+namespace {
+
+// `model` (float32, on the CPU) against a copy converted to `dtype` on the GPU (no autocast),
+// on values rounded to `dtype`: outputs in `dtype`, gradients of the 16-bit parameters and
+// input, each within tol · the float32 reference's scale.
+template <typename Model, typename Forward>
+void check_16bit_model_on_gpu(Model cpu_model, Model gpu_model, const Tensor& x, DType dtype, const Forward& forward,
+                              const std::string& name) {
+  round_parameters(*cpu_model, dtype);
+  gpu_model->load_state_dict(cpu_model->state_dict());
+  gpu_model->to(dtype);
+  gpu_model->to(kCUDA);
+  const Tensor xr = x.to(dtype).to(kFloat32);
+  const Run ref = run(cpu_model, xr, kCPU, std::nullopt, forward);
+  const Run low = run(gpu_model, xr.to(dtype), kCUDA, std::nullopt, forward);
+  const double tol = dtype == kBFloat16 ? 3e-2 : 1e-2;
+  REQUIRE(low.outputs.size() == ref.outputs.size());
+  for (size_t i = 0; i < ref.outputs.size(); ++i) {
+    REQUIRE(low.outputs[i].dtype() == dtype);
+    check_near(low.outputs[i], ref.outputs[i], tol, name + " output " + std::to_string(i));
+  }
+  REQUIRE(low.grads.size() == ref.grads.size());
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    REQUIRE(low.grads[i].dtype() == dtype);
+    check_near(low.grads[i].to(kFloat32), ref.grads[i], 5 * tol / 3, name + " gradient " + std::to_string(i));
+  }
+}
+
+// The algorithm the last cuDNN forward ran, and whether cuDNN refused the one asked for.
+struct AlgoSeen {
+  kernels::cuda::CudnnRNNAlgo algo;
+  bool refused;
+};
+
+template <typename F>
+AlgoSeen algo_of(const F& f) {
+  const int64_t fallbacks = kernels::cuda::cudnn_rnn_counters().algo_fallbacks;
+  f();
+  const kernels::cuda::CudnnRNNCounters& c = kernels::cuda::cudnn_rnn_counters();
+  return {c.last_algo, c.algo_fallbacks > fallbacks};
+}
+
+}  // namespace
+
+TEST_CASE("cuda: bfloat16 and float16 recurrent models match float32 on rounded values", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(23);
+  const Tensor x = random_nonzero({5, 7, 6}, kFloat32, -1.5, 1.5);  // (B, T, I), batch_first
+  const Tensor lengths = tensor<int64_t>({7, 3, 5, 1, 7});
+  const auto opts = nn::RNNOptions(6, 11).num_layers(2).bidirectional(true).batch_first(true);
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    // bfloat16 takes cuDNN from 9.13 on, the sweep kernels before (both must match).
+    const bool on_cudnn = kernels::rnn_stack_supported(x.to(dtype).to(kCUDA));
+    INFO(dtype_name(dtype) << (on_cudnn ? " on cuDNN" : " on the sweep kernels"));
+    const int64_t forwards = kernels::cuda::cudnn_rnn_counters().forwards;
+    check_16bit_model_on_gpu(nn::LSTM(opts), nn::LSTM(opts), x, dtype, layer_outputs(lengths), "LSTM");
+    check_16bit_model_on_gpu(nn::GRU(opts), nn::GRU(opts), x, dtype, layer_outputs(Tensor()), "GRU");
+    check_16bit_model_on_gpu(nn::RNN(opts), nn::RNN(opts), x, dtype, layer_outputs(lengths), "RNN tanh");
+    CHECK((kernels::cuda::cudnn_rnn_counters().forwards > forwards) == on_cudnn);
+  }
+}
+
+TEST_CASE("cuda: cuDNN's persistent algorithms match the CPU where the rule picks them", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDNN();
+  using kernels::cuda::CudnnRNNAlgo;
+  manual_seed(24);
+  // PERSIST_STATIC: a float16 LSTM (CUDA autocast) of one layer, sizes multiples of 128, a
+  // batch that is a multiple of 8 (Note [cuDNN RNN algorithm rule]; on an SM 8.x/9.x GPU
+  // with 98+ SMs).
+  {
+    const Tensor x = random_nonzero({16, 12, 128}, kFloat32, -1, 1);  // (B, T, I)
+    nn::LSTM cpu_lstm(nn::RNNOptions(128, 256).batch_first(true)), gpu_lstm(nn::RNNOptions(128, 256).batch_first(true));
+    round_parameters(*cpu_lstm, kFloat16);
+    gpu_lstm->load_state_dict(cpu_lstm->state_dict());
+    gpu_lstm->to(kCUDA);
+    const Tensor xr = x.to(kFloat16).to(kFloat32);
+    Run low;
+    const AlgoSeen seen = algo_of([&] { low = run(gpu_lstm, xr, kCUDA, kFloat16, layer_outputs(Tensor())); });
+    // Which algorithm ran (the rule's persist_static on an SM 8.x/9.x GPU of 98+ SMs), for
+    // the log of a GPU run.
+    WARN("float16 LSTM (128 -> 256, B 16) ran " << kernels::cuda::rnn_algo_name(seen.algo)
+                                               << (seen.refused ? " (cuDNN refused persist_static)" : ""));
+    check_run(low, run(cpu_lstm, xr, kCPU, std::nullopt, layer_outputs(Tensor())), kFloat16, 1e-2, 5e-2 / 3,
+              "float16 LSTM, persist_static");
+  }
+  // PERSIST_STATIC_SMALL_H: float32 layers of small hidden sizes, against the CPU in float32.
+  auto check_small = [](auto cpu_model, auto gpu_model, const std::string& name) {
+    const Tensor x = random_nonzero({6, 9, 10}, kFloat32, -1, 1);  // (B, T, I)
+    gpu_model->load_state_dict(cpu_model->state_dict());
+    gpu_model->to(kCUDA);
+    Run got;
+    const AlgoSeen seen = algo_of([&] { got = run(gpu_model, x, kCUDA, std::nullopt, layer_outputs(Tensor())); });
+    WARN(name << " ran " << kernels::cuda::rnn_algo_name(seen.algo)
+              << (seen.refused ? " (cuDNN refused persist_static_small_h)" : ""));
+    if (!seen.refused && std::getenv("LOOM_CUDNN_RNN_ALGO") == nullptr)  // the rule's choice
+      CHECK(seen.algo == CudnnRNNAlgo::PersistStaticSmallH);
+    const Run want = run(cpu_model, x, kCPU, std::nullopt, layer_outputs(Tensor()));
+    for (size_t i = 0; i < want.outputs.size(); ++i)
+      check_near(got.outputs[i], want.outputs[i], 1e-5, name + " output " + std::to_string(i));
+    for (size_t i = 0; i < want.grads.size(); ++i)
+      check_near(got.grads[i], want.grads[i], 1e-5, name + " gradient " + std::to_string(i));
+  };
+  const auto opts = [](int64_t layers) { return nn::RNNOptions(10, 32).num_layers(layers).batch_first(true); };
+  check_small(nn::LSTM(opts(1)), nn::LSTM(opts(1)), "LSTM hidden 32");
+  check_small(nn::GRU(opts(2)), nn::GRU(opts(2)), "GRU hidden 32, 2 layers");
+  check_small(nn::RNN(opts(1)), nn::RNN(opts(1)), "RNN tanh hidden 32");
+}
+
+TEST_CASE("cuda: each cuDNN algorithm, forced, matches the CPU in float32 and under float16 autocast", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDNN();
+  using kernels::cuda::CudnnRNNAlgo;
+  manual_seed(25);
+  // One unidirectional layer of sizes multiples of 128 and a batch of 16 (what persist_static
+  // takes), hidden 128 (small_h's limit in training): every algorithm may run it, so a GPU
+  // run can check each before the rule gives it more configurations (a refused one falls
+  // back to STANDARD and must match all the same).
+  const Tensor x = random_nonzero({16, 12, 128}, kFloat32, -1, 1);  // (B, T, I)
+  const auto opts = nn::RNNOptions(128, 128).batch_first(true);
+  for (CudnnRNNAlgo algo : {CudnnRNNAlgo::Standard, CudnnRNNAlgo::PersistStatic, CudnnRNNAlgo::PersistStaticSmallH}) {
+    const kernels::cuda::ForceRNNAlgoGuard force(algo);
+    for (DType dtype : {kFloat32, kFloat16}) {
+      const std::string name = std::string("LSTM 128 -> 128, ") + dtype_name(dtype) + ", forced " +
+                               kernels::cuda::rnn_algo_name(algo);
+      nn::LSTM cpu_lstm(opts), gpu_lstm(opts);
+      if (dtype == kFloat16) round_parameters(*cpu_lstm, kFloat16);
+      gpu_lstm->load_state_dict(cpu_lstm->state_dict());
+      gpu_lstm->to(kCUDA);
+      const Tensor xr = x.to(dtype).to(kFloat32);
+      const std::optional<DType> autocast = dtype == kFloat16 ? std::optional<DType>(kFloat16) : std::nullopt;
+      Run got;
+      const AlgoSeen seen = algo_of([&] { got = run(gpu_lstm, xr, kCUDA, autocast, layer_outputs(Tensor())); });
+      WARN(name << " ran " << kernels::cuda::rnn_algo_name(seen.algo) << (seen.refused ? " (refused)" : ""));
+      CHECK((seen.algo == algo || seen.algo == CudnnRNNAlgo::Standard));  // forced, or refused earlier
+      const Run want = run(cpu_lstm, xr, kCPU, std::nullopt, layer_outputs(Tensor()));
+      if (dtype == kFloat16) {
+        check_run(got, want, kFloat16, 1e-2, 5e-2 / 3, name);
+        continue;
+      }
+      for (size_t i = 0; i < want.outputs.size(); ++i)
+        check_near(got.outputs[i], want.outputs[i], 1e-5, name + " output " + std::to_string(i));
+      for (size_t i = 0; i < want.grads.size(); ++i)
+        check_near(got.grads[i], want.grads[i], 1e-5, name + " gradient " + std::to_string(i));
+    }
+  }
 }

@@ -16,6 +16,7 @@ const Backend* cuda_backend() {
     cuda::add_sort_kernels(b);
     cuda::add_multinomial_kernels(b);
     cuda::add_softmax_kernels(b);
+    cuda::add_layer_norm_kernels(b);
     cuda::add_blas_kernels(b);
     cuda::add_attention_kernels(b);
     cuda::add_index_kernels(b);

@@ -17,6 +17,7 @@ void add_reduce_kernels(Backend& b);       // reduce.cu (with arg_reduce, varian
 void add_sort_kernels(Backend& b);         // sort.cu (sort, topk)
 void add_multinomial_kernels(Backend& b);  // multinomial.cu
 void add_softmax_kernels(Backend& b);      // softmax.cu
+void add_layer_norm_kernels(Backend& b);   // layer_norm.cu (fused layer norm, forward and backward)
 void add_blas_kernels(Backend& b);         // blas.cpp (cuBLAS)
 void add_attention_kernels(Backend& b);    // attention.cu (fused scaled-dot-product attention)
 void add_index_kernels(Backend& b);        // index.cu
