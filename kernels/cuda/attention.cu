@@ -67,18 +67,29 @@ struct Tiles {
 };
 
 // Row pitches (elements) of the tiles. WMMA needs a 16-bit row to be a multiple of 8
-// elements and a float one of 4, and fragments 32-byte aligned: 16-bit tiles pad by 8
-// (16 bytes, which also shifts successive rows across the banks), float accumulators by 4.
-// The float32 kernels use no WMMA and pad by 1: an odd pitch spreads the column reads of
-// the CUDA-core products over the banks.
+// elements and a float one of 4, and fragments 32-byte aligned: 16-bit operand tiles pad
+// by 8 (16 bytes, which also shifts successive rows across the banks). The float32
+// kernels use no WMMA, and their operand tiles pad by 1: an odd pitch spreads the column
+// reads of the CUDA-core products over the banks. Float accumulators pad by 4 for every T
+// (Note [accumulator rows are 16-byte aligned]).
+//
+// Note [accumulator rows are 16-byte aligned]
+// A product with ACC reads its block of C and writes it back in the same barrier interval
+// while the other threads do the same to their blocks. With an odd pitch a thread's row
+// of 4 floats starts 4 bytes past a 16-byte boundary, and nvcc loaded it with one
+// LDS.128 from that boundary (the element before the row, which the neighbouring thread
+// owns and was writing) plus one LDS: a read it throws away, but a read-after-write race
+// all the same, which compute-sanitizer's racecheck reported in attention_backward_kernel
+// <float, 64> (the dk and dv accumulators; 2026-12-04, 960 hazards per query tile). With a
+// pitch of a multiple of 4 every thread's 4 (or 2) columns start on a 16-byte (8-byte)
+// boundary of its own, so each row is one exact LDS.128 (LDS.64): nothing outside the
+// thread's block is read. It also makes the per-row loops over a tile conflict-free
+// (the 8 rows of a warp start on 8 different banks).
 template <typename T>
 constexpr int tile_pitch(int cols) {
   return cols + (sizeof(T) == 2 ? 8 : 1);
 }
-template <typename T>
-constexpr int acc_pitch(int cols) {
-  return cols + (sizeof(T) == 2 ? 4 : 1);
-}
+constexpr int acc_pitch(int cols) { return cols + 4; }
 
 // Regions of shared memory one after another, each 128-byte aligned: region i starts at
 // at[i], and at[N] is the total.
@@ -96,7 +107,7 @@ struct Regions {
 template <typename T, int D>
 struct ForwardSmem {
   static constexpr int R = Tiles<T, D>::kForwardRows, C = Tiles<T, D>::kForwardKeys;
-  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
+  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch(C), kO = acc_pitch(D);
   enum Region { q, k, v, s, p, o, stats, keep, kRegions };
   static constexpr size_t t = sizeof(T), f = sizeof(float);
   static constexpr Regions<kRegions> regions{
@@ -110,7 +121,7 @@ struct ForwardSmem {
 template <typename T, int D>
 struct BackwardSmem {
   static constexpr int R = Tiles<T, D>::kBackwardRows, C = Tiles<T, D>::kBackwardKeys;
-  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
+  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch(C), kO = acc_pitch(D);
   enum Region { k, v, q, dout, s, dp, p, ds, dk, dv, dq, stats, keep, kRegions };
   static constexpr size_t t = sizeof(T), f = sizeof(float);
   static constexpr Regions<kRegions> regions{{t * C * kT, t * C * kT, t * R * kT, t * R * kT, f * R * kS, f * R * kS,
