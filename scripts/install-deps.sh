@@ -55,6 +55,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   check_cmake
   echo "install-deps: all dependencies present (${packages[*]})"
   tools_venv
+  bash scripts/install-cudnn-frontend.sh  # cuDNN's frontend headers into .venv-tools/ (cuDNN attention)
   exit 0
 fi
 
@@ -77,4 +78,5 @@ echo "install-deps: installing ${missing[*]}"
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 check_cmake
 tools_venv
+bash scripts/install-cudnn-frontend.sh  # cuDNN's frontend headers into .venv-tools/ (cuDNN attention)
 echo "install-deps: done"
