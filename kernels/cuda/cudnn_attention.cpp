@@ -54,9 +54,11 @@ struct Plans {
 
 using PlanCache = LruCache<AttentionSignature, Plans, AttentionSignatureHash>;
 
+// This thread's plans; never destroyed, as the cuDNN handles (kernels/cuda/cudnn_util.h):
+// the graphs release cuDNN descriptors, and at thread exit the driver may be gone.
 PlanCache& plan_cache() {
-  thread_local PlanCache cache(kCudnnPlanCacheCapacity);
-  return cache;
+  thread_local PlanCache* cache = new PlanCache(kCudnnPlanCacheCapacity);
+  return *cache;
 }
 
 // cuDNN's version and the device's compute capability, asked once per device.
