@@ -8,8 +8,15 @@
 //   softmax   rows of 4096, 256 MB                       bytes = 2 · size   goal ≥ 70 %
 //   sum       full reduction of 256 MB                   bytes = size       goal ≥ 80 %
 //   gemm      4096³ float32 (TF32 off, on) and bfloat16  2 · n³ flops       goal: PyTorch ± 5 %
-//   sdpa_fwd  attention forward, bfloat16, B 8, H 16,    4 · B·H·L·S·E      goal: PyTorch's SDPA
-//             L = S = 4096, E 128 (and causal)           flops, half causal
+//   sdpa_fwd  attention forward, bfloat16, B 8, H 16,    4 · B·H·L·S·E      goal: 0.95 × PyTorch's
+//             L = S = 4096, E 128 (and causal), the      flops, half causal fastest backend
+//             tier that runs by default
+//   sdpa_fwd / sdpa_fwdbwd with "tier": the same         forward + backward
+//             forward, and forward + backward, with      14 · B·H·L·S·E
+//             each tier forced (CUDNN_ATTENTION,
+//             FLASH_ATTENTION, MATH; Note [attention
+//             tiers]); torch_cuda_bench.py prints
+//             PyTorch's per backend beside them
 //   alloc     one cached allocate + free pair of 1 MiB   ns                 goal ≤ 1000 ns
 //   and throughput_lines' (issue 28), goal ≥ 0.95 of PyTorch's GB/s in the same run:
 //   layer_norm_fwd   (65536, 1024) float32, weight and bias      bytes = 2 · size (x read, y written)
@@ -21,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -28,6 +36,7 @@
 #include "core/cuda.h"
 #include "kernels/kernels.h"
 #include "kernels/layer_norm.h"
+#include "kernels/attention_backend.h"
 #include "loom.h"
 
 using namespace loom;
@@ -81,6 +90,18 @@ void throughput_lines(double copy_gbs) {
        3 * bytes / median_ms([&] { kernels::softmax_backward(gx, g, out, 1, true); }) / 1e6, "GB/s", copy_gbs);
 }
 
+// The attention tier a call on q, k, v runs on (Note [attention tiers]): read off the node
+// its forward records.
+kernels::SDPBackend tier_that_runs(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const Tensor out = nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+  for (std::shared_ptr<Node> node = out.grad_fn(); node;
+       node = node->next_edges().empty() ? nullptr : node->next_edges()[0].fn) {
+    if (node->name() == "ScaledDotProductCudnnAttentionBackward") return kernels::SDPBackend::CUDNN_ATTENTION;
+    if (node->name() == "ScaledDotProductAttentionBackward") return kernels::SDPBackend::FLASH_ATTENTION;
+  }
+  return kernels::SDPBackend::MATH;
+}
+
 }  // namespace
 
 int main() {
@@ -115,18 +136,48 @@ int main() {
   }
   cuda::set_allow_tf32(false);
 
-  // The fused attention forward (kernels/cuda/attention.cu): two products of 2 · L·S·E flops
-  // per (batch, head); causal skips the tiles above the diagonal, so it counts half.
+  // Attention: the forward is two products of 2 · L·S·E flops per (batch, head), the backward
+  // five; causal skips the tiles above the diagonal, so it counts half. First the tier that
+  // runs by default, then each tier forced (Note [attention tiers]).
   {
     const int64_t B = 8, H = 16, L = 4096, E = 128;
     const Tensor q = randn({B, H, L, E}, on_gpu).to(kBFloat16), k = randn({B, H, L, E}, on_gpu).to(kBFloat16),
-                 v = randn({B, H, L, E}, on_gpu).to(kBFloat16);
-    const double attention_flops = 4.0 * double(B * H) * double(L) * double(L) * double(E);
+                 v = randn({B, H, L, E}, on_gpu).to(kBFloat16), gy = randn({B, H, L, E}, on_gpu).to(kBFloat16);
+    const double forward_flops = 4.0 * double(B * H) * double(L) * double(L) * double(E);
+    Tensor qg = q.detach().requires_grad_(true), kg = k.detach().requires_grad_(true),
+           vg = v.detach().requires_grad_(true);
+    auto forward = [&](bool causal) {
+      NoGradGuard no_grad;
+      Tensor o = nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal);
+    };
+    auto forward_backward = [&](bool causal) {
+      nn::functional::scaled_dot_product_attention(qg, kg, vg, Tensor(), 0.0, causal).backward(gy);
+      for (Tensor* t : {&qg, &kg, &vg}) t->mutable_grad() = Tensor();
+    };
     for (bool causal : {false, true}) {
-      const double ms =
-          median_ms([&] { Tensor o = nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal); });
-      line(causal ? "sdpa_fwd_causal" : "sdpa_fwd", L, "bfloat16", attention_flops / (causal ? 2 : 1) / ms / 1e9,
-           "TFLOP/s");
+      const std::string tier = std::string(",\"tier\":\"") + kernels::sdp_backend_name(tier_that_runs(qg, kg, vg, causal)) + "\"";
+      bench::print({causal ? "sdpa_fwd_causal" : "sdpa_fwd", "loom", L, "bfloat16", 0,
+                    forward_flops / (causal ? 2 : 1) / median_ms([&] { forward(causal); }) / 1e9, "TFLOP/s", 0,
+                    tier.c_str()});
+    }
+    for (kernels::SDPBackend backend : {kernels::SDPBackend::CUDNN_ATTENTION, kernels::SDPBackend::FLASH_ATTENTION,
+                                        kernels::SDPBackend::MATH}) {
+      kernels::SdpaKernelGuard only(backend);
+      const std::string tier = std::string(",\"tier\":\"") + kernels::sdp_backend_name(backend) + "\"";
+      for (bool causal : {false, true}) {
+        const std::string suffix = causal ? "_causal" : "";
+        try {
+          const double fwd = median_ms([&] { forward(causal); }, 2, 10);
+          bench::print({("sdpa_fwd" + suffix).c_str(), "loom", L, "bfloat16", 0,
+                        forward_flops / (causal ? 2 : 1) / fwd / 1e9, "TFLOP/s", 0, tier.c_str()});
+          const double both = median_ms([&] { forward_backward(causal); }, 2, 10);
+          bench::print({("sdpa_fwdbwd" + suffix).c_str(), "loom", L, "bfloat16", 0,
+                        3.5 * forward_flops / (causal ? 2 : 1) / both / 1e9, "TFLOP/s", 0, tier.c_str()});
+        } catch (const Error& e) {  // a tier that does not take the call (or the memory it needs)
+          std::fprintf(stderr, "bench_cuda: sdpa%s on %s: %s\n", suffix.c_str(), kernels::sdp_backend_name(backend),
+                       e.what());
+        }
+      }
     }
   }
 

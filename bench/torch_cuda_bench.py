@@ -83,15 +83,41 @@ def main():
         line("gemm", m, name, flops / median_ms(lambda: x @ y) / 1e9, "TFLOP/s")
     torch.backends.cuda.matmul.allow_tf32 = False
 
-    # Beside Loom's fused attention forward: the kernel torch picks (flash or cuDNN).
+    # Beside Loom's attention lines: the backend torch picks, then each of its fused
+    # backends forced with torch.nn.attention.sdpa_kernel, forward and forward + backward
+    # (14 B H L S E flops, half when causal), as bench_cuda.cpp's, a "tier" field naming it.
     B, H, L, E = 8, 16, 4096, 128
-    q, k, v = (torch.randn(B, H, L, E, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    q, k, v, gy = (torch.randn(B, H, L, E, device=dev, dtype=torch.bfloat16) for _ in range(4))
+    qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
     attention_flops = 4.0 * B * H * L * L * E
-    with torch.no_grad():
-        for causal in (False, True):
-            ms = median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
-            line("sdpa_fwd_causal" if causal else "sdpa_fwd", L, "bfloat16",
-                 attention_flops / (2 if causal else 1) / ms / 1e9, "TFLOP/s")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def forward(causal):
+        with torch.no_grad():
+            sdpa(q, k, v, is_causal=causal)
+
+    def forward_backward(causal):
+        sdpa(qg, kg, vg, is_causal=causal).backward(gy)
+        qg.grad = kg.grad = vg.grad = None
+
+    def attention_line(name, causal, flops, ms, tier):
+        row = {"bench": name + ("_causal" if causal else ""), "framework": "pytorch", "size": L, "dtype": "bfloat16",
+               "threads": 0, "value": flops / (2 if causal else 1) / ms / 1e9, "unit": "TFLOP/s", "tier": tier}
+        print(json.dumps(row), flush=True)
+
+    for causal in (False, True):
+        attention_line("sdpa_fwd", causal, attention_flops, median_ms(lambda: forward(causal)), "default")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+        with sdpa_kernel(backend):
+            for causal in (False, True):
+                try:
+                    attention_line("sdpa_fwd", causal, attention_flops, median_ms(lambda: forward(causal), 2, 10),
+                                   backend.name)
+                    attention_line("sdpa_fwdbwd", causal, 3.5 * attention_flops,
+                                   median_ms(lambda: forward_backward(causal), 2, 10), backend.name)
+                except RuntimeError as e:  # a backend this build or GPU lacks
+                    print(f"torch_cuda_bench: sdpa on {backend.name}: {e}", file=sys.stderr)
 
     throughput_lines(copy)
 

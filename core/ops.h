@@ -9,6 +9,13 @@
 namespace loom {
 
 Tensor matmul(const Tensor& a, const Tensor& b);  // 1-D, 2-D and batched with broadcasting
+// torch.bmm: batch1 (B, M, K) @ batch2 (B, K, N) -> (B, M, N); no broadcasting.
+Tensor bmm(const Tensor& batch1, const Tensor& batch2);
+// torch.baddbmm: beta * input + alpha * (batch1 @ batch2), input broadcast to (B, M, N).
+// beta = 0 does not read input (a NaN in it is not propagated).
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1);
+// torch.addmm: beta * input + alpha * (mat1 (M, K) @ mat2 (K, N)), input broadcast to (M, N).
+Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);

@@ -265,6 +265,12 @@ class Tensor {
   // ---- linear algebra, softmax, indexing -------------------------------------------------------
   Tensor matmul(const Tensor& other) const;
   Tensor mm(const Tensor& other) const;
+  // As torch.bmm / baddbmm / addmm (autograd/functions/addmm.cpp): this (B, M, K) @ mat2
+  // (B, K, N); beta * this + alpha * (batch1 @ batch2) with this broadcast to (B, M, N);
+  // beta * this + alpha * (mat1 @ mat2) with this broadcast to (M, N).
+  Tensor bmm(const Tensor& mat2) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1) const;
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
   Tensor index_select(int64_t dim, const Tensor& index) const;

@@ -58,6 +58,9 @@ inline constexpr AutocastOpInfo kAutocastOps[] = {
     // GEMMs: the lower precision on both devices.
     {"matmul", kCastToLower},
     {"mm", kCastToLower},
+    {"bmm", kCastToLower},
+    {"baddbmm", kCastToLower},
+    {"addmm", kCastToLower},
     {"linear", kCastToLower},
     // The recurrent layers and cells. On the CPU as PyTorch 2.15 runs them under CPU
     // autocast (tests/golden/data/autocast_cpu.json): LSTM and RNN (tanh, relu) and RNNCell

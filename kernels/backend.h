@@ -49,9 +49,15 @@ struct Backend {
   decltype(&kernels::bmm) bmm = nullptr;
   decltype(&kernels::attention_forward) attention_forward = nullptr;
   decltype(&kernels::attention_backward) attention_backward = nullptr;
-  // Whether those two take q (N, L, E) and v (N, S, Ev): dtype, head dims (has_attention_kernels).
-  // Left empty: they take float32 and float64 of any size (the CPU kernels).
-  bool (*attention_supports)(const Tensor& q, const Tensor& v) = nullptr;
+  // Why those two would not take q (N, L, E) and v (N, S, Ev): dtype, head dims; "" when
+  // they would (kernels::attention_refusal). Left empty: they take every float dtype.
+  std::string (*attention_refusal)(const Tensor& q, const Tensor& v) = nullptr;
+  // cuDNN's attention graphs and why they would not take a call (kernels::attention_refusal);
+  // a backend without them leaves these empty.
+  decltype(&kernels::cudnn_attention_forward) cudnn_attention_forward = nullptr;
+  decltype(&kernels::cudnn_attention_backward) cudnn_attention_backward = nullptr;
+  std::string (*cudnn_attention_refusal)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                                         bool causal, double dropout_p, bool needs_backward) = nullptr;
   // Fused layer norm; a backend without it leaves these empty and layer_norm composes ops.
   decltype(&kernels::layer_norm_forward) layer_norm_forward = nullptr;
   decltype(&kernels::layer_norm_backward) layer_norm_backward = nullptr;

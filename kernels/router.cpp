@@ -157,11 +157,11 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
 
 namespace {
 
-// An attention operand as kernels/attention.h allows it: (N, rows, cols) contiguous, or on
-// the CPU (B, H, rows, cols) with a unit column stride and rows that do not overlap.
+// An attention operand as kernels/attention.h allows it: (N, rows, cols) contiguous, or
+// (B, H, rows, cols) with a unit column stride and rows that do not overlap.
 bool attention_operand_ok(const Tensor& t) {
   if (t.dim() == 3) return t.is_contiguous();
-  return t.dim() == 4 && t.device().is_cpu() && attention_heads_in_place(t);
+  return t.dim() == 4 && attention_heads_in_place(t);
 }
 
 bool attention_operands_ok(std::initializer_list<const Tensor*> ts) {
@@ -181,7 +181,7 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
   LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
-                  (!bias.defined() || bias.dim() == 3) && dropout.p >= 0 && dropout.p < 1,
+                  (!bias.defined() || bias.dim() == q.dim()) && dropout.p >= 0 && dropout.p < 1,
               op, ": bad arguments");
   slot(route(op, {&out, &lse, &q, &k, &v, &bias}), &Backend::attention_forward, op)(out, lse, q, k, v, bias, causal,
                                                                                    scale, dropout);
@@ -197,10 +197,41 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       dq, dk, dv, grad_out, q, k, v, out, lse, bias, causal, scale, dropout);
 }
 
-bool has_attention_kernels(const Tensor& q, const Tensor& v) {
+void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& bias, bool causal, double scale,
+                             const AttentionDropout& dropout) {
+  const char* op = "scaled_dot_product_attention (cuDNN)";
+  LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
+                  (!bias.defined() || bias.dim() == q.dim()) && dropout.p >= 0 && dropout.p < 1,
+              op, ": bad arguments");
+  slot(route(op, {&out, &lse, &q, &k, &v, &bias}), &Backend::cudnn_attention_forward, op)(out, lse, q, k, v, bias,
+                                                                                         causal, scale, dropout);
+}
+
+void cudnn_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
+                              const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                              const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
+  const char* op = "scaled_dot_product_attention_backward (cuDNN)";
+  LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out, &dq, &dk, &dv}) && dropout.p >= 0 && dropout.p < 1, op,
+              ": bad arguments");
+  slot(route(op, {&dq, &dk, &dv, &grad_out, &q, &k, &v, &out, &lse, &bias}), &Backend::cudnn_attention_backward, op)(
+      dq, dk, dv, grad_out, q, k, v, out, lse, bias, causal, scale, dropout);
+}
+
+std::string attention_refusal(SDPBackend backend, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& bias, bool causal, double dropout_p, bool needs_backward) {
   const Backend& b = backend_for(q.device(), "scaled_dot_product_attention");
-  if (b.attention_forward == nullptr || b.attention_backward == nullptr) return false;
-  return b.attention_supports ? b.attention_supports(q, v) : q.dtype() == kFloat32 || q.dtype() == kFloat64;
+  if (backend == SDPBackend::FLASH_ATTENTION) {
+    if (b.attention_forward == nullptr || b.attention_backward == nullptr)
+      return ::loom::detail::str("the ", b.name, " backend has no fused attention kernels");
+    return b.attention_refusal ? b.attention_refusal(q, v) : std::string();
+  }
+  if (backend == SDPBackend::CUDNN_ATTENTION) {
+    if (b.cudnn_attention_refusal == nullptr)
+      return ::loom::detail::str("the ", b.name, " backend of this build has no cuDNN attention");
+    return b.cudnn_attention_refusal(q, k, v, bias, causal, dropout_p, needs_backward);
+  }
+  return {};
 }
 
 void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "autograd/autocast.h"
+#include "autograd/function.h"
 #include "autograd/functions/attention.h"
 #include "core/factories.h"
 #include "core/ops.h"
@@ -117,29 +118,37 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   auto cast = [](const Tensor& t) { return t.defined() ? autocast::cast_input(t, kernels::kCastToLower) : t; };
   const Tensor q = cast(query), k = cast(key), v = cast(value), mask = cast(attn_mask);
   const Shape batch = checked_batch(q, k, v, mask, is_causal, dropout_p);
-  const bool fused = !(mask.defined() && mask.requires_grad()) && kernels::has_attention_kernels(q, v);
-  if (!fused) return detail::sdpa_reference(q, k, v, mask, dropout_p, is_causal, scale);
-
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
   int64_t N = 1;
   for (int64_t d : batch) N *= d;
-  // Batch dims broadcast and merged into one: q (N, L, E), k (N, S, E), v (N, S, Ev); a
-  // broadcast mask stays a view with stride 0 where reshape allows.
-  auto merged = [&](const Tensor& t, int64_t rows, int64_t cols) {
-    return t.expand(with_last_two(batch, rows, cols)).reshape({N, rows, cols});
-  };
-  const Tensor bias = mask.defined() ? merged(additive_mask(mask, q.dtype()), L, S) : Tensor();
-  const double s = scale.value_or(1.0 / std::sqrt(double(E)));
-  // (B, H, ., .) heads on the CPU, none broadcast: read where they are (Note [attention head
-  // layouts] in kernels/cpu/attention.cpp), as MultiheadAttention passes its projections.
+  const Tensor additive = mask.defined() ? additive_mask(mask, q.dtype()) : Tensor();
+  // The fused tiers' operands (Note [attention tiers] in kernels/attention_backend.h).
+  // (B, H, ., .) heads, none broadcast, are read where they are (Note [attention head
+  // layouts] in kernels/attention_layout.h), as MultiheadAttention passes its projections;
+  // the mask then stays (B, H, L, S) with stride 0 on its broadcast dims, never
+  // materialised. Otherwise the batch dims are broadcast and merged into one: q (N, L, E),
+  // k (N, S, E), v (N, S, Ev), the mask (N, L, S) a view with stride 0 where reshape allows.
   auto own_heads = [&](const Tensor& t) {
     return t.dim() == 4 && t.size(0) == batch[0] && t.size(1) == batch[1] && t.stride(3) == 1;
   };
-  if (batch.size() == 2 && q.device().is_cpu() && own_heads(q) && own_heads(k) && own_heads(v))
-    return fused_attention(q, k, v, bias, is_causal, s, dropout_p);  // (B, H, L, Ev)
-  const Tensor out = fused_attention(merged(q, L, E), merged(k, S, E), merged(v, S, Ev), bias, is_causal, s,
-                                     dropout_p);
-  return out.reshape(with_last_two(batch, L, Ev));  // (..., L, Ev)
+  const bool heads = batch.size() == 2 && own_heads(q) && own_heads(k) && own_heads(v);
+  auto operand = [&](const Tensor& t, int64_t rows, int64_t cols) {
+    return fused_attention_operand(heads ? t : t.expand(with_last_two(batch, rows, cols)).reshape({N, rows, cols}));
+  };
+  Tensor bias;
+  if (additive.defined())
+    bias = heads ? additive.expand(with_last_two(batch, L, S))
+                 : additive.expand(with_last_two(batch, L, S)).reshape({N, L, S});
+  const Tensor qf = operand(q, L, E), kf = operand(k, S, E), vf = operand(v, S, Ev);
+  const bool needs_backward = needs_grad(q, k, v);
+  const kernels::SDPBackend tier = kernels::choose_sdp_backend(kOp, [&](kernels::SDPBackend b) -> std::string {
+    if (mask.defined() && mask.requires_grad()) return "attn_mask requires grad, and the fused kernels give it none";
+    return kernels::attention_refusal(b, qf, kf, vf, bias, is_causal, dropout_p, needs_backward);
+  });
+  if (tier == kernels::SDPBackend::MATH) return detail::sdpa_reference(q, k, v, mask, dropout_p, is_causal, scale);
+  const double s = scale.value_or(1.0 / std::sqrt(double(E)));
+  const Tensor out = fused_attention(qf, kf, vf, bias, is_causal, s, dropout_p, tier);
+  return heads ? out : out.reshape(with_last_two(batch, L, Ev));  // (B, H, L, Ev) or (..., L, Ev)
 }
 
 }  // namespace loom::nn::functional

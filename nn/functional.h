@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/tensor.h"
+#include "kernels/attention_backend.h"
 
 namespace loom::nn::functional {
 
@@ -26,10 +27,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // the query's dtype. is_causal masks keys j > i (and excludes attn_mask); scale defaults to
 // 1 / sqrt(E). A query row with every key masked gets output 0 and gradients 0, as in
 // PyTorch 2.x. dropout_p > 0 drops weights (as PyTorch, whatever the module's mode: pass
-// 0 in evaluation). The fused kernels (the CPU's; the GPU's for float32 and 16-bit with
-// head dims up to 128) never store the (L, S) weights (Note [online softmax],
+// 0 in evaluation). Three implementations, the first that takes the call running it (Note
+// [attention tiers], kernels/attention_backend.h; nn::attention::SdpaKernelGuard restricts
+// them): cuDNN's fused attention (float16 and bfloat16 on a GPU), Loom's fused kernels (the
+// CPU's; the GPU's for float32 and 16-bit with head dims up to 128), the composition of
+// ops. The fused ones never store the (L, S) weights (Note [online softmax],
 // kernels/attention_math.h), nor the dropout mask, which they draw from the default
-// generator (Note [attention dropout], kernels/attention_dropout.h).
+// generator's stream (Note [attention dropout], kernels/attention_dropout.h).
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt);
@@ -54,3 +58,11 @@ Tensor sdpa_dropout_mask(uint64_t seed, uint64_t offset, int64_t N, int64_t L, i
 }  // namespace detail
 
 }  // namespace loom::nn::functional
+
+// torch.nn.attention: the attention implementations' names and the scope that picks them,
+//   with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):      nn::attention::SdpaKernelGuard g(SDPBackend::CUDNN_ATTENTION);
+//       out = F.scaled_dot_product_attention(q, k, v)  Tensor out = F::scaled_dot_product_attention(q, k, v);
+namespace loom::nn::attention {
+using kernels::SDPBackend;
+using kernels::SdpaKernelGuard;
+}  // namespace loom::nn::attention

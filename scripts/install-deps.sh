@@ -57,6 +57,7 @@ finish() {
   check_cmake
   if [[ " ${groups[*]} " == *" test "* ]]; then
     tools_venv
+    bash scripts/install-cudnn-frontend.sh  # cuDNN's frontend headers into .venv-tools/ (cuDNN attention)
   fi
 }
 

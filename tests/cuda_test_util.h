@@ -5,7 +5,7 @@
 // passed. Run by hand, `loom_tests "[cuda]"` likewise stops at the first one with 77.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <cstdio>
 #include <cstdlib>

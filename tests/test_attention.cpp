@@ -531,4 +531,15 @@ TEST_CASE("docs/nn.md: the attention example runs", "[attention]") {
   CHECK(allclose(nn::functional::scaled_dot_product_attention(q, k, v2, padding).select(0, 1), out.select(0, 1)));
   // Causal: query 0 sees key 0 only.
   CHECK(allclose(causal.select(2, 0), v.select(2, 0)));
+
+  // The scope example: the composition gives the same numbers; the fused tiers only.
+  namespace A = nn::attention;
+  const Tensor fused_out = nn::functional::scaled_dot_product_attention(q, k, v);
+  {
+    A::SdpaKernelGuard only(A::SDPBackend::MATH);  // with sdpa_kernel(SDPBackend.MATH):
+    Tensor composed = nn::functional::scaled_dot_product_attention(q, k, v);
+    CHECK(allclose(composed, fused_out, 1e-5, 1e-6));
+  }
+  A::SdpaKernelGuard fused({A::SDPBackend::CUDNN_ATTENTION, A::SDPBackend::FLASH_ATTENTION});
+  CHECK(allclose(nn::functional::scaled_dot_product_attention(q, k, v, padding), out));
 }

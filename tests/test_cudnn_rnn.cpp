@@ -4,7 +4,7 @@
 // on a GPU ("[.cuda]") that the plans and packed weights are reused while nothing changes
 // and rebuilt when a parameter changes in place, a dtype or a shape changes, with outputs
 // and gradients equal to the CPU's throughout.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include "autograd/grad_mode.h"
 #include "core/factories.h"

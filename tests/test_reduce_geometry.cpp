@@ -3,7 +3,7 @@
 // host: for every layout and set of reduced dims, the (outer, len, inner) view must visit
 // exactly the elements of each output, in the output's row-major order, and the split
 // chosen must read the fastest-moving index with the smallest stride.
-#include <catch2/catch.hpp>
+#include "catch2_compat.h"
 
 #include <algorithm>
 #include <map>

@@ -21,14 +21,8 @@
 // summed into dq after. With dropout the row loop between the products also applies the
 // keep factors: ds from the undropped weights, dv from the dropped ones.
 //
-// Note [attention head layouts]
-// On the CPU, q, k, v, out, grad_out, dq, dk and dv may each be a (B, H, rows, cols) view
-// with any strides but a unit column stride (N = B·H matrices, n = b·H + h), besides a
-// contiguous (N, rows, cols) tensor: MultiheadAttention's heads are such views of its
-// projections' (B, rows, H·cols) outputs, and its output heads are wanted in that layout
-// too, so nothing is copied to make the heads contiguous and back (four copies of each
-// projection per layer, forward and backward). A RowLayout turns (n, row) into an offset;
-// every tile product reads its operand rows in place with their row stride as ld.
+// The operands' rows are read where they are, (B, H, rows, cols) head views included (Note
+// [attention head layouts] in kernels/attention_layout.h).
 //
 // Note [16-bit attention on the CPU]
 // bfloat16 operands (CPU autocast runs the op in bfloat16, as PyTorch lists it) stay
@@ -40,12 +34,14 @@
 // kernel. A bias is widened either way; a broadcast bias dim (stride 0) as one row, not
 // materialised.
 #include <algorithm>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/factories.h"
 #include "core/parallel.h"
 #include "kernels/attention_dropout.h"
+#include "kernels/attention_layout.h"
 #include "kernels/attention_math.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/fast_exp.h"
@@ -65,36 +61,21 @@ constexpr int64_t kKeys = 256;  // keys per tile: its N
 
 // The operands as raw pointers: q, k and v (and the backward's dout and out) of storage
 // type In, T (float or double) or bfloat16 (T float, Note [16-bit attention on the CPU]);
-// bias, in T, may be null, its strides (bn, bl, bs) of (N, L, S). dropout: whether weights
-// are dropped by `keep`, the kept ones scaled by keep_scale.
-// Where row i of matrix n of an operand starts (Note [attention head layouts]).
-struct RowLayout {
-  int64_t heads = 1, batch_stride = 0, head_stride = 0, row_stride = 0;
-  int64_t at(int64_t n, int64_t i) const {
-    return (n / heads) * batch_stride + (n % heads) * head_stride + i * row_stride;
-  }
-};
-
-RowLayout row_layout(const Tensor& t) {
-  if (t.dim() == 3) return {1, t.stride(0), 0, t.stride(1)};
-  return {t.size(1), t.stride(0), t.stride(1), t.stride(2)};
-}
-
+// bias, in T, may be null: its rows laid out as lb, its column stride bs. dropout: whether
+// weights are dropped by `keep`, the kept ones scaled by keep_scale.
 template <typename T, typename In = T>
 struct Operands {
   const In *q, *k, *v;
   RowLayout lq, lk, lv;
   const T* bias;
-  int64_t N, L, S, E, Ev, bn, bl, bs;
+  RowLayout lb;
+  int64_t N, L, S, E, Ev, bs;
   bool causal;
   T scale;
   bool dropout;
   attention_dropout::KeepMask keep;
   T keep_scale;  // 1 / (1 - p)
 };
-
-// N: the matrices of a (N, rows, cols) or (B, H, rows, cols) operand.
-int64_t matrices(const Tensor& t) { return t.dim() == 3 ? t.size(0) : t.size(0) * t.size(1); }
 
 template <typename T, typename In = T>
 Operands<T, In> operands(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, bool causal,
@@ -106,7 +87,8 @@ Operands<T, In> operands(const Tensor& q, const Tensor& k, const Tensor& v, cons
                     row_layout(k),
                     row_layout(v),
                     nullptr,
-                    matrices(q), q.size(-2), k.size(-2), q.size(-1), v.size(-1), 0, 0, 0,
+                    {},
+                    attention_matrices(q), q.size(-2), k.size(-2), q.size(-1), v.size(-1), 0,
                     causal,
                     T(scale),
                     dropout.p > 0,
@@ -114,7 +96,7 @@ Operands<T, In> operands(const Tensor& q, const Tensor& k, const Tensor& v, cons
                     T(1.0 / (1.0 - dropout.p))};
   if (bias.defined()) {
     o.bias = static_cast<const T*>(bias.data());
-    o.bn = bias.stride(0), o.bl = bias.stride(1), o.bs = bias.stride(2);
+    o.lb = row_layout(bias), o.bs = bias.stride(-1);
   }
   return o;
 }
@@ -186,7 +168,7 @@ inline void mask_tile(T* s, const Operands<T, In>& o, int64_t n, int64_t i0, int
     const int64_t i = i0 + r;
     T* sr = s + r * kKeys;
     if (o.bias) {
-      const T* b = o.bias + n * o.bn + i * o.bl + j0 * o.bs;
+      const T* b = o.bias + o.lb.at(n, i) + j0 * o.bs;
       if (o.bs == 1) {
 #pragma omp simd
         for (int64_t c = 0; c < cols; ++c) sr[c] += b[c];
@@ -453,7 +435,7 @@ int64_t threads_here() { return in_parallel_region() ? 1 : get_num_threads(); }
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
-  const int64_t N = matrices(q), L = q.size(-2);
+  const int64_t N = attention_matrices(q), L = q.size(-2);
   if (N == 0 || L == 0 || out.numel() == 0) return;
   if (q.dtype() == kFloat16) {  // Note [16-bit attention on the CPU]
     const Tensor out32 = float_output(out);
@@ -486,7 +468,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   // float32 accumulators for bfloat16 gradients, rounded once at the end
   const Tensor dq_t = float_output(dq), dk_t = float_output(dk), dv_t = float_output(dv), bias_t = widened(bias);
   for (const Tensor* g : {&dq_t, &dk_t, &dv_t}) fill(*g, 0);  // the loops accumulate into them
-  const int64_t N = matrices(q), L = q.size(-2), S = k.size(-2), E = q.size(-1);
+  const int64_t N = attention_matrices(q), L = q.size(-2), S = k.size(-2), E = q.size(-1);
   if (N > 0 && L > 0 && S > 0) {
     dispatch_attention(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T, typename In>() {
       const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale, dropout);
@@ -528,12 +510,15 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 
 }  // namespace
 
-bool attention_supports(const Tensor& q, const Tensor&) { return is_floating_point(q.dtype()); }
+std::string attention_refusal(const Tensor& q, const Tensor&) {
+  if (is_floating_point(q.dtype())) return {};
+  return std::string("the fused CPU kernel takes floating-point dtypes, got ") + dtype_name(q.dtype());
+}
 
 void add_attention_kernels(Backend& b) {
   b.attention_forward = &attention_forward;
   b.attention_backward = &attention_backward;
-  b.attention_supports = &attention_supports;
+  b.attention_refusal = &attention_refusal;
 }
 
 }  // namespace loom::kernels::cpu

@@ -2,7 +2,9 @@
 // bfloat16 (float32 accumulation) with head dims E, Ev up to 128: the FlashAttention-2
 // schedule (Note [online softmax] in kernels/attention_math.h) with the CPU kernels'
 // semantics (kernels/cpu/attention.cpp): the same bias strides, causal alignment, rows with
-// every key masked, and each row's logsumexp saved (float32) for the backward.
+// every key masked, and each row's logsumexp saved (float32) for the backward. Every
+// operand, the gradients included, is read and written where it is, (B, H, rows, cols)
+// head views too (Note [attention head layouts] in kernels/attention_layout.h).
 //
 // Note [CUDA attention tiles]
 // A block has kThreads = 256 threads (8 warps) and holds all its tiles in shared memory,
@@ -36,10 +38,12 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "core/factories.h"
 #include "kernels/attention_dropout.h"
+#include "kernels/attention_layout.h"
 #include "kernels/attention_math.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
@@ -67,18 +71,29 @@ struct Tiles {
 };
 
 // Row pitches (elements) of the tiles. WMMA needs a 16-bit row to be a multiple of 8
-// elements and a float one of 4, and fragments 32-byte aligned: 16-bit tiles pad by 8
-// (16 bytes, which also shifts successive rows across the banks), float accumulators by 4.
-// The float32 kernels use no WMMA and pad by 1: an odd pitch spreads the column reads of
-// the CUDA-core products over the banks.
+// elements and a float one of 4, and fragments 32-byte aligned: 16-bit operand tiles pad
+// by 8 (16 bytes, which also shifts successive rows across the banks). The float32
+// kernels use no WMMA, and their operand tiles pad by 1: an odd pitch spreads the column
+// reads of the CUDA-core products over the banks. Float accumulators pad by 4 for every T
+// (Note [accumulator rows are 16-byte aligned]).
+//
+// Note [accumulator rows are 16-byte aligned]
+// A product with ACC reads its block of C and writes it back in the same barrier interval
+// while the other threads do the same to their blocks. With an odd pitch a thread's row
+// of 4 floats starts 4 bytes past a 16-byte boundary, and nvcc loaded it with one
+// LDS.128 from that boundary (the element before the row, which the neighbouring thread
+// owns and was writing) plus one LDS: a read it throws away, but a read-after-write race
+// all the same, which compute-sanitizer's racecheck reported in attention_backward_kernel
+// <float, 64> (the dk and dv accumulators; 2026-12-04, 960 hazards per query tile). With a
+// pitch of a multiple of 4 every thread's 4 (or 2) columns start on a 16-byte (8-byte)
+// boundary of its own, so each row is one exact LDS.128 (LDS.64): nothing outside the
+// thread's block is read. It also makes the per-row loops over a tile conflict-free
+// (the 8 rows of a warp start on 8 different banks).
 template <typename T>
 constexpr int tile_pitch(int cols) {
   return cols + (sizeof(T) == 2 ? 8 : 1);
 }
-template <typename T>
-constexpr int acc_pitch(int cols) {
-  return cols + (sizeof(T) == 2 ? 4 : 1);
-}
+constexpr int acc_pitch(int cols) { return cols + 4; }
 
 // Regions of shared memory one after another, each 128-byte aligned: region i starts at
 // at[i], and at[N] is the total.
@@ -96,7 +111,7 @@ struct Regions {
 template <typename T, int D>
 struct ForwardSmem {
   static constexpr int R = Tiles<T, D>::kForwardRows, C = Tiles<T, D>::kForwardKeys;
-  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
+  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch(C), kO = acc_pitch(D);
   enum Region { q, k, v, s, p, o, stats, keep, kRegions };
   static constexpr size_t t = sizeof(T), f = sizeof(float);
   static constexpr Regions<kRegions> regions{
@@ -110,7 +125,7 @@ struct ForwardSmem {
 template <typename T, int D>
 struct BackwardSmem {
   static constexpr int R = Tiles<T, D>::kBackwardRows, C = Tiles<T, D>::kBackwardKeys;
-  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch<T>(C), kO = acc_pitch<T>(D);
+  static constexpr int kT = tile_pitch<T>(D), kP = tile_pitch<T>(C), kS = acc_pitch(C), kO = acc_pitch(D);
   enum Region { k, v, q, dout, s, dp, p, ds, dk, dv, dq, stats, keep, kRegions };
   static constexpr size_t t = sizeof(T), f = sizeof(float);
   static constexpr Regions<kRegions> regions{{t * C * kT, t * C * kT, t * R * kT, t * R * kT, f * R * kS, f * R * kS,
@@ -128,13 +143,15 @@ __device__ inline P* carve(unsigned char* smem) {
 
 // ---- device helpers -------------------------------------------------------------------------
 
-// The operands as raw pointers: q (N, L, E), k (N, S, E), v (N, S, Ev); bias null or
-// (N, L, S) with strides bn, bl, bs. dropout: whether weights are dropped by `keep`, the
-// kept ones scaled by keep_scale = 1 / (1 - p).
+// The operands as raw pointers: q (N, L, E), k (N, S, E), v (N, S, Ev), their rows laid
+// out as lq, lk, lv; bias null or (N, L, S), its rows laid out as lb and its column stride
+// bs. dropout: whether weights are dropped by `keep`, the kept ones scaled by keep_scale =
+// 1 / (1 - p).
 template <typename T>
 struct Inputs {
   const T *q, *k, *v, *bias;
-  int64_t L, S, E, Ev, bn, bl, bs;
+  RowLayout lq, lk, lv, lb;
+  int64_t L, S, E, Ev, bs;
   float scale;
   bool causal;
   bool dropout;
@@ -255,12 +272,14 @@ __device__ inline float group_sum(float v) {
 }
 
 // s (= scale q_i . k_j) + bias_ij of query i, key j, or -inf where the key is hidden:
-// outside the tile (a padding row or column) or above the causal diagonal.
+// outside the tile (a padding row or column) or above the causal diagonal. bias_n: the
+// bias of this block's n (its row 0), or null.
 template <typename T>
-__device__ inline float masked_score(const Inputs<T>& in, float s, int64_t n, int64_t i, int64_t j, bool outside) {
+__device__ inline float masked_score(const Inputs<T>& in, const T* bias_n, float s, int64_t i, int64_t j,
+                                     bool outside) {
   if (outside || am::causal_hidden(in.causal, i, j)) return am::minus_inf<float>();
   s *= in.scale;
-  if (in.bias) s += float(in.bias[n * in.bn + i * in.bl + j * in.bs]);
+  if (bias_n) s += float(bias_n[i * in.lb.row_stride + j * in.bs]);
   return s;
 }
 
@@ -283,11 +302,11 @@ __device__ inline float keep_factor(const unsigned char* keep, const Inputs<T>& 
 
 // ---- kernels --------------------------------------------------------------------------------
 
-// Forward (Note [CUDA attention tiles]): out (N, L, Ev) of T, lse (N, L) float. Block b
-// takes n = b / tiles and, last query tile first (the longest when causal), tile
-// tiles - 1 - b % tiles.
+// Forward (Note [CUDA attention tiles]): out (N, L, Ev) of T, its rows laid out as lo, lse
+// (N, L) float. Block b takes n = b / tiles and, last query tile first (the longest when
+// causal), tile tiles - 1 - b % tiles.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> in, T* out, float* lse) {
+__global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> in, T* out, RowLayout lo, float* lse) {
   using Smem = ForwardSmem<T, D>;
   constexpr int R = Smem::R, C = Smem::C, G = kThreads / R;  // G threads per query row
   extern __shared__ __align__(128) unsigned char smem[];
@@ -301,8 +320,9 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> i
   const int64_t n = blockIdx.x / tiles, i0 = (tiles - 1 - blockIdx.x % tiles) * R;
   const int64_t rows = std::min<int64_t>(R, in.L - i0);
   const int ek = int((in.E + 15) / 16 * 16);  // the inner size of q k^T, padded with zeros
+  const T* bias_n = in.bias ? in.bias + in.lb.at(n, 0) : nullptr;
 
-  load_tile<R, D>(sq, Smem::kT, in.q + (n * in.L + i0) * in.E, in.E, rows, in.E);
+  load_tile<R, D>(sq, Smem::kT, in.q + in.lq.at(n, i0), in.lq.row_stride, rows, in.E);
   zero_tile<R, D>(so, Smem::kO);
   const int r = threadIdx.x / G, part = threadIdx.x % G;  // this thread's row and share of it
   float m = am::minus_inf<float>(), l = 0.0f;             // the row's running max and sum
@@ -310,8 +330,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> i
   for (int64_t j0 = 0; j0 < keys; j0 += C) {
     const int64_t cols = std::min<int64_t>(C, keys - j0);
     __syncthreads();  // the last tile's products are done with sk, sv and sp
-    load_tile<C, D>(sk, Smem::kT, in.k + (n * in.S + j0) * in.E, in.E, cols, in.E);
-    load_tile<C, D>(sv, Smem::kT, in.v + (n * in.S + j0) * in.Ev, in.Ev, cols, in.Ev);
+    load_tile<C, D>(sk, Smem::kT, in.k + in.lk.at(n, j0), in.lk.row_stride, cols, in.E);
+    load_tile<C, D>(sv, Smem::kT, in.v + in.lv.at(n, j0), in.lv.row_stride, cols, in.Ev);
     if (in.dropout) draw_keep_bits<R, C>(skeep, in, n, i0, j0);
     __syncthreads();
     block_gemm<R, C, false, true, false>(ss, Smem::kS, sq, Smem::kT, sk, Smem::kT, ek);  // s (R, C) = q k^T
@@ -320,7 +340,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> i
     float* sr = ss + r * Smem::kS;
     float tile_max = am::minus_inf<float>();
     for (int c = part; c < C; c += G) {
-      sr[c] = masked_score(in, sr[c], n, i0 + r, j0 + c, r >= rows || c >= cols);
+      sr[c] = masked_score(in, bias_n, sr[c], i0 + r, j0 + c, r >= rows || c >= cols);
       tile_max = fmaxf(tile_max, sr[c]);
     }
     const float m_new = fmaxf(m, group_max<G>(tile_max));
@@ -340,36 +360,40 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Inputs<T> i
   }
   if (part == 0) sm[r] = m, sl[r] = l;
   __syncthreads();
+  T* out_n = out + lo.at(n, 0);
   for (int idx = threadIdx.x; idx < rows * in.Ev; idx += kThreads) {
     const int64_t rr = idx / in.Ev, c = idx % in.Ev;
-    out[(n * in.L + i0 + rr) * in.Ev + c] = T(so[rr * Smem::kO + c] * am::inverse_sum(sl[rr]));
+    out_n[(i0 + rr) * lo.row_stride + c] = T(so[rr * Smem::kO + c] * am::inverse_sum(sl[rr]));
   }
   if (threadIdx.x < rows) lse[n * in.L + i0 + threadIdx.x] = am::row_logsumexp(sm[threadIdx.x], sl[threadIdx.x]);
 }
 
-// d (rows) = sum_c dout_rc out_rc over rows of Ev (D_i of Note [online softmax]), one warp
-// per row.
+// d (N L) = sum_c dout_ic out_ic over the N L rows of Ev (D_i of Note [online softmax]),
+// row g = n L + i laid out as ldout and lout; one warp per row.
 template <typename T>
-__global__ void __launch_bounds__(kBlockSize)
-    row_dot_kernel(float* d, const T* dout, const T* out, int64_t rows, int64_t Ev) {
+__global__ void __launch_bounds__(kBlockSize) row_dot_kernel(float* d, const T* dout, RowLayout ldout, const T* out,
+                                                             RowLayout lout, int64_t rows, int64_t L, int64_t Ev) {
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarp;
   for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows; row += warps) {
+    const T *dr = dout + ldout.at(row / L, row % L), *orow = out + lout.at(row / L, row % L);
     float acc = 0.0f;
-    for (int64_t c = lane; c < Ev; c += kWarp) acc += float(dout[row * Ev + c]) * float(out[row * Ev + c]);
+    for (int64_t c = lane; c < Ev; c += kWarp) acc += float(dr[c]) * float(orow[c]);
     acc = group_sum<kWarp>(acc);
     if (lane == 0) d[row] = acc;
   }
 }
 
 // The backward's other operands: dout (N, L, Ev) of T; lse and D (N, L) float; dq_acc
-// (N, L, E) float, zeroed, added to; dk (N, S, E) and dv (N, S, Ev) of T, overwritten.
+// (N, L, E) float, zeroed, added to; dk (N, S, E) and dv (N, S, Ev) of T, overwritten; each
+// (N, rows, cols) one's rows laid out as its RowLayout says.
 template <typename T>
 struct Grads {
   const T* dout;
   const float *lse, *rowdot;
   float* dq_acc;
   T *dk, *dv;
+  RowLayout ldout, ldq, ldk, ldv;
 };
 
 // Backward (Note [CUDA attention tiles]): block b takes n = b / tiles and key tile b % tiles.
@@ -391,17 +415,19 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(Inputs<T> 
   const int64_t n = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * C;
   const int64_t cols = std::min<int64_t>(C, in.S - j0);
   const int ek = int((in.E + 15) / 16 * 16), evk = int((in.Ev + 15) / 16 * 16);
+  const T* bias_n = in.bias ? in.bias + in.lb.at(n, 0) : nullptr;
+  float* dq_n = g.dq_acc + g.ldq.at(n, 0);
 
-  load_tile<C, D>(sk, Smem::kT, in.k + (n * in.S + j0) * in.E, in.E, cols, in.E);
-  load_tile<C, D>(sv, Smem::kT, in.v + (n * in.S + j0) * in.Ev, in.Ev, cols, in.Ev);
+  load_tile<C, D>(sk, Smem::kT, in.k + in.lk.at(n, j0), in.lk.row_stride, cols, in.E);
+  load_tile<C, D>(sv, Smem::kT, in.v + in.lv.at(n, j0), in.lv.row_stride, cols, in.Ev);
   zero_tile<C, D>(sdk, Smem::kO);
   zero_tile<C, D>(sdv, Smem::kO);
   // Causal: rows i < j0 see none of these keys.
   for (int64_t i0 = in.causal ? j0 : 0; i0 < in.L; i0 += R) {
     const int64_t rows = std::min<int64_t>(R, in.L - i0);
     __syncthreads();  // the last tile's products and dq adds are done with sq, sdo, sp, sds, sdq
-    load_tile<R, D>(sq, Smem::kT, in.q + (n * in.L + i0) * in.E, in.E, rows, in.E);
-    load_tile<R, D>(sdo, Smem::kT, g.dout + (n * in.L + i0) * in.Ev, in.Ev, rows, in.Ev);
+    load_tile<R, D>(sq, Smem::kT, in.q + in.lq.at(n, i0), in.lq.row_stride, rows, in.E);
+    load_tile<R, D>(sdo, Smem::kT, g.dout + g.ldout.at(n, i0), g.ldout.row_stride, rows, in.Ev);
     if (threadIdx.x < R) {
       const bool real = threadIdx.x < rows;  // a padding row: lse +inf makes its weights 0
       slse[threadIdx.x] = real ? g.lse[n * in.L + i0 + threadIdx.x] : std::numeric_limits<float>::infinity();
@@ -414,7 +440,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(Inputs<T> 
     __syncthreads();
     for (int idx = threadIdx.x; idx < R * C; idx += kThreads) {
       const int r = idx / C, c = idx % C;
-      const float s = masked_score(in, ss[r * Smem::kS + c], n, i0 + r, j0 + c, r >= rows || c >= cols);
+      const float s = masked_score(in, bias_n, ss[r * Smem::kS + c], i0 + r, j0 + c, r >= rows || c >= cols);
       const float p = score_exp<T>(s - slse[r]);  // 0 where masked, and in a row with every key masked
       const float z = in.dropout ? keep_factor<C>(skeep, in, r, c) : 1.0f;  // Note [attention dropout]
       sp[r * Smem::kP + c] = T(p * z);
@@ -427,14 +453,15 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(Inputs<T> 
     __syncthreads();
     for (int idx = threadIdx.x; idx < rows * in.E; idx += kThreads) {
       const int64_t r = idx / in.E, c = idx % in.E;
-      atomicAdd(g.dq_acc + (n * in.L + i0 + r) * in.E + c, sdq[r * Smem::kO + c]);
+      atomicAdd(dq_n + (i0 + r) * g.ldq.row_stride + c, sdq[r * Smem::kO + c]);
     }
   }
   __syncthreads();
+  T *dk_j = g.dk + g.ldk.at(n, j0), *dv_j = g.dv + g.ldv.at(n, j0);  // this block's rows of dk and dv
   for (int idx = threadIdx.x; idx < cols * in.E; idx += kThreads)
-    g.dk[(n * in.S + j0 + idx / in.E) * in.E + idx % in.E] = T(sdk[(idx / in.E) * Smem::kO + idx % in.E]);
+    dk_j[(idx / in.E) * g.ldk.row_stride + idx % in.E] = T(sdk[(idx / in.E) * Smem::kO + idx % in.E]);
   for (int idx = threadIdx.x; idx < cols * in.Ev; idx += kThreads)
-    g.dv[(n * in.S + j0 + idx / in.Ev) * in.Ev + idx % in.Ev] = T(sdv[(idx / in.Ev) * Smem::kO + idx % in.Ev]);
+    dv_j[(idx / in.Ev) * g.ldv.row_stride + idx % in.Ev] = T(sdv[(idx / in.Ev) * Smem::kO + idx % in.Ev]);
 }
 
 // ---- host side ------------------------------------------------------------------------------
@@ -465,10 +492,11 @@ Inputs<T> inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   in.q = static_cast<const T*>(q.data());
   in.k = static_cast<const T*>(k.data());
   in.v = static_cast<const T*>(v.data());
-  in.L = q.size(1), in.S = k.size(1), in.E = q.size(2), in.Ev = v.size(2);
+  in.lq = row_layout(q), in.lk = row_layout(k), in.lv = row_layout(v);
+  in.L = q.size(-2), in.S = k.size(-2), in.E = q.size(-1), in.Ev = v.size(-1);
   if (bias.defined()) {
     in.bias = static_cast<const T*>(bias.data());
-    in.bn = bias.stride(0), in.bl = bias.stride(1), in.bs = bias.stride(2);
+    in.lb = row_layout(bias), in.bs = bias.stride(-1);
   }
   in.scale = float(scale);
   in.causal = causal;
@@ -488,20 +516,20 @@ void launch(Kernel kernel, int64_t blocks, size_t bytes, cudaStream_t stream, co
   LOOM_CUDA_KERNEL_CHECK();
 }
 
-int64_t head_dim(const Tensor& q, const Tensor& v) { return std::max(q.size(2), v.size(2)); }
+int64_t head_dim(const Tensor& q, const Tensor& v) { return std::max(q.size(-1), v.size(-1)); }
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
   LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
-  const int64_t N = q.size(0), L = q.size(1);
+  const int64_t N = attention_matrices(q), L = q.size(-2);
   if (N == 0 || L == 0) return;
   ::loom::cuda::DeviceGuard guard(q.device());
   const cudaStream_t stream = current_stream(q.device().index);
   const bool taken = dispatch_attention(q.dtype(), head_dim(q, v), [&]<typename T, int D>() {
     const int64_t tiles = (L + ForwardSmem<T, D>::R - 1) / ForwardSmem<T, D>::R;
     launch(attention_forward_kernel<T, D>, N * tiles, ForwardSmem<T, D>::bytes, stream,
-           inputs<T>(q, k, v, bias, causal, scale, dropout), static_cast<T*>(out.data()),
+           inputs<T>(q, k, v, bias, causal, scale, dropout), static_cast<T*>(out.data()), row_layout(out),
            static_cast<float*>(lse.data()));
   });
   LOOM_CHECK(taken, DTypeError, op, ": the fused CUDA kernel takes float32, float16 or bfloat16 with head dims up to ",
@@ -513,7 +541,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                         const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention_backward";
   LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
-  const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
+  const int64_t N = attention_matrices(q), L = q.size(-2), S = k.size(-2);
   if (N == 0 || L == 0 || S == 0) {  // no product: every gradient is 0 (or empty)
     for (const Tensor* t : {&dq, &dk, &dv}) fill(*t, 0);
     return;
@@ -522,19 +550,27 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   const int device = q.device().index;
   const cudaStream_t stream = current_stream(device);
   const TensorOptions f32 = TensorOptions(kFloat32).device(q.device());
-  // D (N, L) first (FlashAttention-2), then the key blocks; dq gathers in float32.
+  // D (N, L) first (FlashAttention-2), then the key blocks; dq gathers in float32 (in dq
+  // itself for float32).
   const Tensor rowdot = empty({N, L}, f32);
-  const Tensor dq_acc = q.dtype() == kFloat32 ? dq : empty({N, L, q.size(2)}, f32);
+  const Tensor dq_acc = q.dtype() == kFloat32 ? dq : empty({N, L, q.size(-1)}, f32);
   fill(dq_acc, 0);
   const bool taken = dispatch_attention(q.dtype(), head_dim(q, v), [&]<typename T, int D>() {
-    const int64_t Ev = v.size(2);
+    const RowLayout ldout = row_layout(grad_out);
     row_dot_kernel<T><<<grid_size(N * L * kWarp, device), kBlockSize, 0, stream>>>(
-        static_cast<float*>(rowdot.data()), static_cast<const T*>(grad_out.data()),
-        static_cast<const T*>(out.data()), N * L, Ev);
+        static_cast<float*>(rowdot.data()), static_cast<const T*>(grad_out.data()), ldout,
+        static_cast<const T*>(out.data()), row_layout(out), N * L, L, v.size(-1));
     LOOM_CUDA_KERNEL_CHECK();
-    const Grads<T> g{static_cast<const T*>(grad_out.data()), static_cast<const float*>(lse.data()),
-                     static_cast<const float*>(rowdot.data()), static_cast<float*>(dq_acc.data()),
-                     static_cast<T*>(dk.data()), static_cast<T*>(dv.data())};
+    const Grads<T> g{static_cast<const T*>(grad_out.data()),
+                     static_cast<const float*>(lse.data()),
+                     static_cast<const float*>(rowdot.data()),
+                     static_cast<float*>(dq_acc.data()),
+                     static_cast<T*>(dk.data()),
+                     static_cast<T*>(dv.data()),
+                     ldout,
+                     row_layout(dq_acc),
+                     row_layout(dk),
+                     row_layout(dv)};
     const int64_t tiles = (S + BackwardSmem<T, D>::C - 1) / BackwardSmem<T, D>::C;
     launch(attention_backward_kernel<T, D>, N * tiles, BackwardSmem<T, D>::bytes, stream,
            inputs<T>(q, k, v, bias, causal, scale, dropout), g);
@@ -544,16 +580,22 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   if (!dq_acc.is_same(dq)) copy(dq, dq_acc);
 }
 
-// Whether the kernels take q and v: their dtype, head dims, and shared memory enough on
-// q's device for both layouts (else scaled_dot_product_attention composes the ops).
-bool attention_supports(const Tensor& q, const Tensor& v) {
+// Why the kernels would not take q and v: their dtype, head dims, or shared memory too
+// small on q's device for both layouts; "" when they would.
+std::string attention_refusal(const Tensor& q, const Tensor& v) {
   int optin = 0;
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device().index));
-  bool fits = false;
-  const bool taken = dispatch_attention(q.dtype(), std::max(q.size(-1), v.size(-1)), [&]<typename T, int D>() {
-    fits = std::max(ForwardSmem<T, D>::bytes, BackwardSmem<T, D>::bytes) <= size_t(optin);
+  size_t bytes = 0;
+  const bool taken = dispatch_attention(q.dtype(), head_dim(q, v), [&]<typename T, int D>() {
+    bytes = std::max(ForwardSmem<T, D>::bytes, BackwardSmem<T, D>::bytes);
   });
-  return taken && fits;
+  if (!taken)
+    return ::loom::detail::str("the fused CUDA kernel takes float32, float16 and bfloat16 with head dims up to ",
+                               kMaxHeadDim, ", got ", dtype_name(q.dtype()), " and ", head_dim(q, v));
+  if (bytes > size_t(optin))
+    return ::loom::detail::str("the fused CUDA kernel needs ", bytes, " bytes of shared memory a block, the device ",
+                               q.device(), " allows ", optin);
+  return {};
 }
 
 }  // namespace
@@ -561,7 +603,7 @@ bool attention_supports(const Tensor& q, const Tensor& v) {
 void add_attention_kernels(Backend& b) {
   b.attention_forward = &attention_forward;
   b.attention_backward = &attention_backward;
-  b.attention_supports = &attention_supports;
+  b.attention_refusal = &attention_refusal;
 }
 
 }  // namespace loom::kernels::cuda

@@ -19,6 +19,7 @@ const Backend* cuda_backend() {
     cuda::add_layer_norm_kernels(b);
     cuda::add_blas_kernels(b);
     cuda::add_attention_kernels(b);
+    cuda::add_cudnn_attention_kernels(b);
     cuda::add_index_kernels(b);
     cuda::add_rnn_kernels(b);
     cuda::add_cudnn_rnn_kernels(b);

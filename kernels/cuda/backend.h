@@ -20,6 +20,7 @@ void add_softmax_kernels(Backend& b);      // softmax.cu
 void add_layer_norm_kernels(Backend& b);   // layer_norm.cu (fused layer norm, forward and backward)
 void add_blas_kernels(Backend& b);         // blas.cpp (cuBLAS)
 void add_attention_kernels(Backend& b);    // attention.cu (fused scaled-dot-product attention)
+void add_cudnn_attention_kernels(Backend& b);  // cudnn_attention.cpp (cuDNN's; nothing without its frontend)
 void add_index_kernels(Backend& b);        // index.cu
 void add_rnn_kernels(Backend& b);          // rnn.cu (the step-functor sweep)
 void add_cudnn_rnn_kernels(Backend& b);    // cudnn_rnn.cpp (whole stacks; nothing without cuDNN)

@@ -53,25 +53,12 @@
 #include "core/generator.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cudnn_rnn_plan.h"
+#include "kernels/cuda/cudnn_util.h"
 #include "kernels/rnn_rules.h"
 
 namespace loom::kernels::cuda {
 
 namespace {
-
-cudaStream_t stream_of(const Tensor& t) {
-  return static_cast<cudaStream_t>(::loom::cuda::Stream::current(t.device().index).handle());
-}
-
-// This thread's cuDNN handle for the current device, bound to `stream` (one per device and
-// thread, as for cuBLAS; never destroyed, as the driver may be gone at thread exit).
-cudnnHandle_t cudnn_handle(int device, cudaStream_t stream) {
-  thread_local std::map<int, cudnnHandle_t> handles;
-  cudnnHandle_t& h = handles[device];
-  if (h == nullptr) LOOM_CUDNN_CHECK(cudnnCreate(&h));
-  LOOM_CUDNN_CHECK(cudnnSetStream(h, stream));
-  return h;
-}
 
 // Owning wrappers of the descriptors.
 template <typename D, cudnnStatus_t (*Create)(D*), cudnnStatus_t (*Destroy)(D)>
@@ -139,13 +126,6 @@ void add_copy(std::vector<WeightCopy>& copies, WeightCopy c) {
     }
   }
   copies.push_back(c);
-}
-
-// A device buffer of at least `bytes` bytes (Loom has no byte dtype: int64 words).
-Tensor device_bytes(size_t bytes, Device device, bool zeroed) {
-  const Shape shape{int64_t((bytes + 7) / 8)};
-  const TensorOptions opt = TensorOptions(kInt64).device(device);
-  return zeroed ? zeros(shape, opt) : empty(shape, opt);
 }
 
 // cuDNN's inter-layer dropout keeps its generator states on the device: made once per
