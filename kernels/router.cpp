@@ -1,6 +1,7 @@
 // The device-neutral kernel entry points of kernels/kernels.h (Note [kernel routing] in
 // kernels/backend.h): each checks what holds on every device — its operands share one
 // device, above all — once, and calls that device's backend.
+#include "core/cuda_graph.h"
 #include "kernels/backend.h"
 #include "kernels/rnn_layer_check.h"
 
@@ -180,6 +181,9 @@ bool attention_heads_in_place(const Tensor& t) {
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
+  // The dropout's Philox seed and offset are launch arguments: a replayed graph would drop
+  // the same weights every step (Note [CUDA graph capture]).
+  if (dropout.p > 0 && q.is_cuda()) cuda::detail::check_not_capturing("scaled_dot_product_attention with dropout");
   LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
                   (!bias.defined() || bias.dim() == q.dim()) && dropout.p >= 0 && dropout.p < 1,
               op, ": bad arguments");
@@ -201,6 +205,9 @@ void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
                              const Tensor& v, const Tensor& bias, bool causal, double scale,
                              const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention (cuDNN)";
+  // The dropout's Philox seed and offset are launch arguments: a replayed graph would drop
+  // the same weights every step (Note [CUDA graph capture]).
+  if (dropout.p > 0 && q.is_cuda()) cuda::detail::check_not_capturing("scaled_dot_product_attention with dropout");
   LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
                   (!bias.defined() || bias.dim() == q.dim()) && dropout.p >= 0 && dropout.p < 1,
               op, ": bad arguments");
