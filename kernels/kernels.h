@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/generator.h"
@@ -206,7 +207,14 @@ void unscale_grad(const Tensor& g, const Tensor& found_inf, const Tensor& inv_sc
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                   double growth_factor, double backoff_factor, int64_t growth_interval);
 
-// Throws IndexError naming `op` if any index is outside [0, size) (negatives included).
+// IndexError naming `op` and the first index outside [0, size) (negatives included), if
+// any. On the CPU it is thrown here; on a GPU the check is queued and a failure is thrown by
+// the next call that waits for the device (Note [deferred device checks] in
+// kernels/device_check.h).
 void check_indices(const Tensor& index, int64_t size, const char* op);
+// The same for the class targets of a loss (ignored rows already mapped into range): "op:
+// target class V is out of range for C classes of <context>". The CPU names the smallest
+// target if one is negative and the largest otherwise; a GPU names the first bad one.
+void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context);
 
 }  // namespace loom::kernels

@@ -261,6 +261,10 @@ void check_indices(const Tensor& index, int64_t size, const char* op) {
   slot(route(op, {&index}), &Backend::check_indices, op)(index, size, op);
 }
 
+void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context) {
+  slot(route(op, {&target}), &Backend::check_class_targets, op)(target, classes, op, context);
+}
+
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
   check_rnn_layer(in);
   return slot(backend_for(in.x.device(), "rnn"), &Backend::rnn_layer_forward, "rnn")(in);

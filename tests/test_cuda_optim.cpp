@@ -198,8 +198,12 @@ TEST_CASE("cuda optim: clip_grad_norm_ on CUDA matches the CPU (2, 1, 3, inf)", 
         INFO(dtype_name(dtype) << " norm " << norm_type << " max_norm " << max_norm);
         std::vector<Tensor> cpu = params_with_grads(grads, kCPU), gpu = params_with_grads(grads, kCUDA);
         gpu.push_back(zeros({2}, TensorOptions(dtype).device(kCUDA)).requires_grad_(true));  // no gradient
-        const double want = clip_grad_norm_(cpu, max_norm, norm_type);
-        const double got = clip_grad_norm_(gpu, max_norm, norm_type);
+        const double want = clip_grad_norm_(cpu, max_norm, norm_type).item<double>();
+        const uint64_t syncs = cuda::host_sync_count();
+        const Tensor norm = clip_grad_norm_(gpu, max_norm, norm_type);
+        CHECK(cuda::host_sync_count() == syncs);  // the norm and the scaling stay on the GPU
+        REQUIRE(norm.is_cuda());
+        const double got = norm.item<double>();
         CHECK(std::abs(got - want) <= 1e-12 * want);  // both reduce in float64
         for (size_t j = 0; j < grads.size(); ++j) {
           REQUIRE(gpu[j].grad().is_cuda());
@@ -211,6 +215,20 @@ TEST_CASE("cuda optim: clip_grad_norm_ on CUDA matches the CPU (2, 1, 3, inf)", 
             CHECK(gpu[j].grad().to_vector<double>() == grads[j].to_vector<double>());  // untouched
       }
     }
+  }
+}
+
+TEST_CASE("cuda optim: a NaN gradient gives a NaN norm on CUDA and leaves the gradients alone, as on the CPU",
+          "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  const std::vector<Tensor> grads{random_nonzero({300}), tensor<float>({1.f, std::numeric_limits<float>::quiet_NaN()})};
+  for (double norm_type : {2.0, std::numeric_limits<double>::infinity()}) {
+    INFO("norm " << norm_type);
+    std::vector<Tensor> cpu = params_with_grads(grads, kCPU), gpu = params_with_grads(grads, kCUDA);
+    CHECK(std::isnan(clip_grad_norm_(cpu, 1.0, norm_type).item<double>()));
+    CHECK(std::isnan(clip_grad_norm_(gpu, 1.0, norm_type).item<double>()));
+    CHECK(gpu[0].grad().cpu().to_vector<float>() == cpu[0].grad().to_vector<float>());
+    CHECK(gpu[0].grad().cpu().to_vector<float>() == grads[0].to_vector<float>());
   }
 }
 
@@ -245,7 +263,7 @@ TEST_CASE("clip_grad_norm_ matches a plain loop over mixed dtypes, and a NaN giv
       }
     const double want = std::isinf(norm_type) ? max : std::pow(sum, 1.0 / norm_type);
     std::vector<Tensor> params = params_with_grads(grads, kCPU);
-    const double got = clip_grad_norm_(params, 0.25, norm_type);
+    const double got = clip_grad_norm_(params, 0.25, norm_type).item<double>();
     CHECK(std::abs(got - want) <= 1e-12 * want);
     const double coef = 0.25 / (want + 1e-6);
     for (size_t j = 0; j < grads.size(); ++j) {
@@ -258,6 +276,6 @@ TEST_CASE("clip_grad_norm_ matches a plain loop over mixed dtypes, and a NaN giv
   const Tensor with_nan = tensor<double>({1.0, std::numeric_limits<double>::quiet_NaN()});
   for (double norm_type : {2.0, std::numeric_limits<double>::infinity()}) {
     INFO("norm " << norm_type);
-    CHECK(std::isnan(clip_grad_norm_(params_with_grads({grads[0], with_nan}, kCPU), 1.0, norm_type)));
+    CHECK(std::isnan(clip_grad_norm_(params_with_grads({grads[0], with_nan}, kCPU), 1.0, norm_type).item<double>()));
   }
 }
