@@ -76,7 +76,7 @@ struct Backend {
   decltype(&kernels::adam_update) adam_update = nullptr;
   decltype(&kernels::rmsprop_update) rmsprop_update = nullptr;
 
-  decltype(&kernels::unscale_grad) unscale_grad = nullptr;
+  decltype(&kernels::unscale_grads) unscale_grads = nullptr;
   decltype(&kernels::update_scale) update_scale = nullptr;
 };
 
