@@ -16,10 +16,9 @@
 // device's pow, to within its rounding. A capturable step also takes GradScaler's inf check
 // on the device (step_if_finite): a step whose gradients were not finite changes nothing,
 // counts included, without the host reading the flag. Nothing in a capturable step waits
-// for the GPU. The counts are saved in
-// state_dict() as PyTorch saves a capturable optimizer's (float tensors); a checkpoint of
-// either kind loads into either kind. Momentum or betas a scheduler cycles (OneCycleLR)
-// remain host values read at each step.
+// for the GPU. The counts are saved in state_dict() as PyTorch saves a capturable
+// optimizer's (float tensors); a checkpoint of either kind loads into either kind. Momentum
+// or betas a scheduler cycles (OneCycleLR) remain host values read at each step.
 #pragma once
 
 #include <algorithm>
@@ -160,11 +159,12 @@ void Optimizer::fused_step(bool counts_steps, States&& states, Update&& update) 
   };
   size_t i = 0;
   for (ParamGroup& group : groups_) {
+    for (const Tensor& p : group.params)  // all checked before any count moves
+      if (p.grad().defined()) check_param(p);
     std::vector<List> lists;  // usually one
     for (Tensor& p : group.params) {
       const size_t index = i++;
       if (!p.grad().defined()) continue;
-      check_param(p);
       ParamStates<K> s = states(index, p);
       auto it = std::find_if(lists.begin(), lists.end(), [&](const List& l) {
         return l.device == p.device() && l.dtype == p.dtype() && l.variant == s.variant;

@@ -69,7 +69,7 @@ TEST_CASE("cuda device checks: each indexing op's bad index is raised at the nex
   }
 }
 
-TEST_CASE("cuda device checks: a class target out of range is raised at the next sync; ignore_index is exempt",
+TEST_CASE("cuda device checks: a class target out of range is raised at the next sync, ignore_index is exempt",
           "[.cuda]") {
   LOOM_SKIP_WITHOUT_CUDA();
   namespace F = nn::functional;
@@ -128,7 +128,7 @@ TEST_CASE("cuda device checks: every waiting call reports, the first failing lau
   require_throws_with<IndexError>([] { cuda::synchronize(); }, {"gather", "index 3", "[0, 3)"});
 }
 
-TEST_CASE("cuda device checks: the first bad element over many blocks, any strides; the op reads zero there",
+TEST_CASE("cuda device checks: the first bad element over many blocks and any strides, and the op reads zero there",
           "[.cuda]") {
   LOOM_SKIP_WITHOUT_CUDA();
   const int64_t n = 3'000'000;  // many blocks, each thread several elements
