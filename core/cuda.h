@@ -21,6 +21,15 @@ bool is_available();       // a CUDA build with at least one visible, working de
 int device_count();        // 0 when none (never throws)
 std::string device_name(int index = -1);  // -1: the current device
 void synchronize(int index = -1);         // waits for all work on the device
+
+// How many times Loom has made the host wait for a GPU since the process started: each
+// copy to the host, blocking copy to a device, synchronize() of the device, a stream or an
+// event, and the allocator's waits before it frees device memory. A training step should
+// add none (docs/cuda.md, "A step without host syncs"); tests read it around one. On the
+// host-emulated device (core/cuda_emulation.h) it counts the waits a GPU would have made.
+// A wait that user code asked for also raises a failed deferred range check (Note [deferred
+// device checks] in kernels/device_check.h).
+uint64_t host_sync_count();
 int current_device();
 void set_device(int index);
 

@@ -15,6 +15,7 @@ namespace loom::cuda {
 namespace {
 
 std::atomic<size_t> live_bytes{0}, peak_bytes{0};
+std::atomic<uint64_t> syncs{0};
 
 // Host blocks from the CPU allocator, re-tagged as cuda:0. The CPU DataPtr rides along in
 // the deleter's context.
@@ -88,6 +89,8 @@ Allocator* allocator() { return &emulated_allocator; }
 size_t allocated() { return live_bytes.load(); }
 size_t max_allocated() { return peak_bytes.load(); }
 void reset_peak() { peak_bytes = live_bytes.load(); }
+void count_host_sync() { syncs.fetch_add(1, std::memory_order_relaxed); }
+uint64_t host_syncs() { return syncs.load(std::memory_order_relaxed); }
 }  // namespace emulation
 
 }  // namespace loom::cuda

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace loom {
 class Allocator;
@@ -43,6 +44,12 @@ Allocator* allocator();
 size_t allocated();
 size_t max_allocated();
 void reset_peak();
+// The host syncs a GPU would have made (cuda::host_sync_count): synchronize() of the
+// device, a stream or an event, and the copies that would have waited — every copy to the
+// host, and a copy to the device unless non_blocking (the emulation does not know which
+// host memory is pinned, so it takes a non_blocking copy for one from pinned memory).
+void count_host_sync();
+uint64_t host_syncs();
 }  // namespace emulation
 
 }  // namespace loom::cuda

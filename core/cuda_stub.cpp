@@ -33,7 +33,11 @@ std::string device_name(int index) {
   emulated_device(index, "device_name");
   return "host-emulated CUDA device (no GPU)";
 }
-void synchronize(int index) { emulated_device(index, "synchronize"); }
+void synchronize(int index) {
+  emulated_device(index, "synchronize");
+  emulation::count_host_sync();
+}
+uint64_t host_sync_count() { return emulation::host_syncs(); }  // 0 unless the device was emulated
 int current_device() { return emulated_device(-1, "current_device"); }
 void set_device(int index) { emulated_device(index, "set_device"); }
 
@@ -80,7 +84,10 @@ Stream Stream::default_stream(int index) {
   emulated_device(index, "Stream::default_stream");
   return Stream();
 }
-void Stream::synchronize() const { emulated_device(device_, "Stream::synchronize"); }
+void Stream::synchronize() const {
+  emulated_device(device_, "Stream::synchronize");
+  emulation::count_host_sync();
+}
 bool Stream::query() const { return emulated_device(device_, "Stream::query") == 0; }
 
 StreamGuard::StreamGuard(const Stream& stream) { emulated_device(stream.device(), "StreamGuard"); }
@@ -98,7 +105,10 @@ Event& Event::operator=(Event&& o) noexcept {
 }
 void Event::record(const Stream& stream) { emulated_device(stream.device(), "Event::record"); }
 void Event::wait(const Stream& stream) const { emulated_device(stream.device(), "Event::wait"); }
-void Event::synchronize() const { emulated_device(device_, "Event::synchronize"); }
+void Event::synchronize() const {
+  emulated_device(device_, "Event::synchronize");
+  emulation::count_host_sync();
+}
 bool Event::query() const { return emulated_device(device_, "Event::query") == 0; }
 float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 

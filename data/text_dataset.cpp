@@ -40,7 +40,7 @@ TextBatch TextBatch::to(Device device, bool non_blocking) const {
   return {tokens.to(device, non_blocking), lengths, labels.to(device, non_blocking)};
 }
 
-TextBatch TextBatch::pin_memory() const { return {tokens.pin_memory(), lengths, labels.pin_memory()}; }
+TextBatch TextBatch::pin_memory() const { return {tokens.pin_memory(), lengths.pin_memory(), labels.pin_memory()}; }
 
 TextBatch collate_text(std::vector<TextExample> examples, int64_t pad) {
   LOOM_CHECK(!examples.empty(), ValueError, "collate_text: no examples to batch");

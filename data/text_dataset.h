@@ -54,7 +54,9 @@ struct TextBatch {
   // Moves tokens and labels; lengths stay on the CPU, where nn::LSTM (like PyTorch's
   // pack_padded_sequence) wants them.
   TextBatch to(Device device, bool non_blocking = false) const;
-  TextBatch pin_memory() const;  // page-locked copies (DataLoaderOptions::pin_memory)
+  // Page-locked copies of all three (DataLoaderOptions::pin_memory): a model that needs the
+  // lengths on the GPU too (a padding mask) moves them there with to(device, non_blocking).
+  TextBatch pin_memory() const;
 };
 
 // Pads a batch of examples with pad to the longest one, keeping their order. ValueError

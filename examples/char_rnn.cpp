@@ -18,10 +18,12 @@
 
 #include "amp_option.h"
 #include "bundled_data.h"
+#include "char_rnn_model.h"
 #include "loom.h"
 #include "smoke_test.h"
 
 using namespace loom;
+using examples::CharLSTM;
 
 // A Vocab token may not hold a line break, so a newline is this character in the
 // vocabulary and becomes '\n' again when printed.
@@ -79,25 +81,6 @@ CharWindow collate(std::vector<CharWindow> windows) {
   }
   return {stack(inputs), stack(targets)};  // (B, T) each
 }
-
-struct CharLSTM : nn::Module {
-  CharLSTM(int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
-      : embedding(register_module("embedding", nn::Embedding(vocab, dim))),
-        lstm(register_module("lstm",
-                             nn::LSTM(nn::RNNOptions(dim, hidden).num_layers(layers).batch_first(true)))),
-        fc(register_module("fc", nn::Linear(hidden, vocab))) {}
-
-  // ids (B, T) -> logits (B, T, vocab) and the LSTM's state after the last step, to carry
-  // into the next call (an empty state starts from zeros).
-  std::pair<Tensor, nn::RNNState> forward(const Tensor& ids, const nn::RNNState& state = {}) {
-    nn::RNNOutput out = lstm(embedding(ids), state);  // output (B, T, hidden)
-    return {fc(out.output), {out.h_n, out.c_n}};
-  }
-
-  nn::Embedding embedding;
-  nn::LSTM lstm;
-  nn::Linear fc;
-};
 
 // Mean cross-entropy per character over a loader, without grad.
 template <typename Loader>

@@ -32,27 +32,10 @@
 #include "distributed_option.h"
 #include "keep_best.h"
 #include "loom.h"
+#include "text_classification_model.h"
 #include "text_task.h"
 
 using namespace loom;
-
-struct SentimentLSTM : nn::Module {
-  SentimentLSTM(int64_t vocab, int64_t dim, int64_t hidden, int64_t classes, double dropout)
-      : embedding(register_module("embedding", nn::Embedding(nn::EmbeddingOptions(vocab, dim).padding_idx(0)))),
-        lstm(register_module("lstm", nn::LSTM(nn::RNNOptions(dim, hidden).batch_first(true)))),
-        dropout(register_module("dropout", nn::Dropout(dropout))),
-        fc(register_module("fc", nn::Linear(hidden, classes))) {}
-
-  Tensor forward(const Tensor& tokens, const Tensor& lengths) {  // (B, T) int64, (B)
-    nn::RNNOutput out = lstm(embedding(tokens), nn::RNNState{}, lengths);
-    return fc(dropout(out.h_n[0]));  // the state at each text's last token: (B, hidden)
-  }
-
-  nn::Embedding embedding;
-  nn::LSTM lstm;
-  nn::Dropout dropout;
-  nn::Linear fc;
-};
 
 int main(int argc, char** argv) {
   CLI::App app{"Train an LSTM sentiment classifier on labelled text"};
@@ -110,10 +93,10 @@ int main(int argc, char** argv) {
                                               distributed.shard());
     auto test_loader = examples::text_loader(task.test, 256, false, 0, workers, device.is_cuda());
 
-    auto model = std::make_shared<SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
+    auto model = std::make_shared<examples::SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
     model->to(device);
     // Wrapped after a resume would also do: the wrapper copies rank 0's weights to all.
-    std::optional<nn::parallel::DistributedDataParallel<std::shared_ptr<SentimentLSTM>>> ddp;
+    std::optional<nn::parallel::DistributedDataParallel<std::shared_ptr<examples::SentimentLSTM>>> ddp;
     const auto forward = [&](const Tensor& tokens, const Tensor& lengths) {
       return ddp ? (*ddp)(tokens, lengths) : model->forward(tokens, lengths);
     };

@@ -1,7 +1,8 @@
 // The program around a text classifier whose forward is model(tokens, lengths) -> logits:
 // the options every text example takes, the training loop (AdamW, gradient accumulation,
 // --amp, --keep-best/--patience), evaluation on the held-out texts, metrics, curves and the
-// summary. embedding_mean and transformer_classification are each a model plus a call to
+// summary. On a GPU a training step never waits for it: the loss is summed on the device
+// and read once per epoch (docs/cuda.md, "A step without host syncs"). embedding_mean and transformer_classification are each a model plus a call to
 // run_text_classifier; the flagship (text_classification) spells its loop out in full.
 #pragma once
 
@@ -90,7 +91,8 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     train::EarlyStopping stopper = keep_best.stopper();
     for (int epoch = 0; epoch < p.epochs && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
-      double loss_sum = 0, seen = 0;
+      Tensor loss_sum = zeros({}, TensorOptions(kFloat64).device(device));  // read at the epoch's end
+      double seen = 0;
       size_t tokens = 0, micro_batch = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
@@ -111,15 +113,15 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
         }
         ++micro_batch;
         const double n = static_cast<double>(batch.labels.size(0));
-        loss_sum += loss.item<double>() * n;
+        loss_sum.add_(loss.detach().to(kFloat64), n);  // on the device: the step never waits for it
         seen += n;
-        tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());
+        tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // lengths stay on the CPU
       }
+      const double train_loss = loss_sum.item<double>() / seen;  // waits for the epoch's last step
       summary.end_epoch(tokens);
       test = evaluate(test_loader, *model, device);
-      log.log_epoch(epoch + 1, {{"train_loss", loss_sum / seen}, {"test_loss", test.loss},
-                                {"test_acc", test.accuracy}});
-      std::printf("epoch %d: train loss %.4f | held-out loss %.4f acc %.4f | %.2f s\n", epoch + 1, loss_sum / seen,
+      log.log_epoch(epoch + 1, {{"train_loss", train_loss}, {"test_loss", test.loss}, {"test_acc", test.accuracy}});
+      std::printf("epoch %d: train loss %.4f | held-out loss %.4f acc %.4f | %.2f s\n", epoch + 1, train_loss,
                   test.loss, test.accuracy, summary.epoch_seconds().back());
       if (stopper.step(keep_best.monitored(test)) && !keep_best.path.empty())
         optim::save_checkpoint(keep_best.path, {model.get(), &optimizer, nullptr, 0, epoch + 1});

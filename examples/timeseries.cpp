@@ -18,31 +18,10 @@
 #include "bundled_data.h"
 #include "loom.h"
 #include "smoke_test.h"
+#include "timeseries_model.h"
 
 using namespace loom;
-
-// The recurrent layer reads the window, the state after its last week goes through a
-// linear layer to the `horizon` coming weeks. CO2 rises steadily, so the test years lie
-// above every value seen in training: the model works relative to the window's last value
-// (it sees x - last and predicts the change from it), which makes it blind to the level.
-struct Forecaster : nn::Module {
-  Forecaster(const std::string& cell, int64_t hidden, int64_t layers, int64_t horizon)
-      : fc(register_module("fc", nn::Linear(hidden, horizon))) {
-    const auto options = nn::RNNOptions(1, hidden).num_layers(layers).batch_first(true);
-    if (cell == "lstm") rnn = register_module("rnn", nn::LSTM(options).ptr());
-    else if (cell == "rnn") rnn = register_module("rnn", nn::RNN(options).ptr());
-    else throw ValueError("--cell must be rnn or lstm, got '" + cell + "'");
-  }
-
-  Tensor forward(const Tensor& x) {                           // (B, L, 1), normalized
-    Tensor last = x.select(1, x.size(1) - 1);                 // (B, 1)
-    Tensor out = rnn->forward(x - last.unsqueeze(1)).output;  // (B, L, hidden)
-    return last + fc(out.select(1, x.size(1) - 1));           // (B, horizon)
-  }
-
-  std::shared_ptr<nn::RNNBaseImpl> rnn;
-  nn::Linear fc;
-};
+using examples::Forecaster;
 
 // The model's forecasts for every window of a loader, and the true values, in ppm.
 struct Forecasts {

@@ -68,6 +68,7 @@ struct Backend {
   decltype(&kernels::scatter_add) scatter_add = nullptr;
   decltype(&kernels::triangle) triangle = nullptr;
   decltype(&kernels::check_indices) check_indices = nullptr;
+  decltype(&kernels::check_class_targets) check_class_targets = nullptr;
 
   decltype(&kernels::rnn_layer_forward) rnn_layer_forward = nullptr;
   decltype(&kernels::rnn_layer_backward) rnn_layer_backward = nullptr;
@@ -81,7 +82,7 @@ struct Backend {
   decltype(&kernels::adam_update) adam_update = nullptr;
   decltype(&kernels::rmsprop_update) rmsprop_update = nullptr;
 
-  decltype(&kernels::unscale_grad) unscale_grad = nullptr;
+  decltype(&kernels::unscale_grads) unscale_grads = nullptr;
   decltype(&kernels::update_scale) update_scale = nullptr;
 };
 

@@ -37,6 +37,14 @@ Tensor make_empty(const Shape& shape, const TensorOptions& options, const char* 
   return Tensor(std::move(impl));
 }
 
+// A tensor filled on the host, on `device`: to a GPU through pinned memory, queued, so that
+// the host does not wait for the GPU to reach the copy (small uploads such as positions and
+// sequence lengths happen every step).
+Tensor upload(const Tensor& host, Device device) {
+  if (device.is_cuda()) return host.pin_memory().to(device, /*non_blocking=*/true);
+  return host.to(device);
+}
+
 Tensor finish(Tensor t, const TensorOptions& options) {
   if (options.requires_grad_) t.requires_grad_(true);
   return t;
@@ -103,7 +111,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
       for (int64_t i = 0; i < n; ++i) p[i] = T(s + double(i) * st);
     }
   });
-  return finish(host.to(options.device_), options);
+  return finish(upload(host, options.device_), options);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
@@ -117,7 +125,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
     for (int64_t i = 0; i < steps; ++i)
       p[i] = T(steps == 1 || i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i));
   });
-  return finish(host.to(options.device_), options);
+  return finish(upload(host, options.device_), options);
 }
 
 template <typename T>
@@ -129,10 +137,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
   std::copy(values.begin(), values.end(), host.data_ptr<T>());
   Tensor t = host;
   if (options.dtype_ != dtype_of<T>) t = t.to(options.dtype_);
-  // To a GPU through pinned memory, queued: the host need not wait for the GPU to reach
-  // this copy (small uploads such as sequence lengths happen every step).
-  if (options.device_.is_cuda()) t = t.pin_memory().to(options.device_, /*non_blocking=*/true);
-  return finish(t, options);
+  return finish(upload(t, options.device_), options);
 }
 
 #define LOOM_INSTANTIATE_FROM_VECTOR(T) \

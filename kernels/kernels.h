@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/generator.h"
@@ -183,30 +184,61 @@ RNNStackGrads rnn_stack_backward(const RNNStackSaved& saved, const Tensor& x, co
 
 // ---- optimizer updates (the per-element math: kernels/optim_math.h) ------------------------
 
-// One fused pass over a parameter p, its gradient g and its state tensors (an undefined
-// state is a buffer the options switch off: a scratch value starting at 0, dropped). The
-// math comes in double and is narrowed to p's opmath type. g and the defined states are
-// contiguous, of p's dtype, size and device (checked); `op` names the optimizer in errors.
-// The caller bumps p's version.
-void sgd_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 1>& states,
-                const SgdMath<double>& math);
-void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                 const AdamMath<double>& math);
-void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                    const RmspropMath<double>& math);
+// The parameters one fused update covers: each p with its gradient and its K state tensors
+// (an undefined state is a buffer the options switch off: a scratch value starting at 0,
+// dropped). All on one device and of one dtype; gradients and defined states contiguous, of
+// their parameter's size (checked).
+template <size_t K>
+struct ParamList {
+  std::vector<Tensor> params, grads;
+  std::vector<std::array<Tensor, K>> states;
+};
+
+// Where an update's learning rate and step counts come from (Note [capturable optimizers]
+// in optim/optimizer.h):
+// - eager (device_lr undefined): lr and steps[i], each parameter's count of updates with
+//   this one, on the host, which computes each parameter's math (update_math);
+// - capturable: device_lr, a () float64 tensor, and device_steps[i], one () float64 per
+//   parameter (or none, for an optimizer that counts no steps), on the parameters' device,
+//   read where the update runs. The counts are advanced there by one first. If found_inf
+//   ((1,) float32, GradScaler's) is given and nonzero, nothing changes: no update, no
+//   advance.
+struct UpdateScalars {
+  double lr = 0;
+  std::vector<double> steps;
+  Tensor device_lr;
+  std::vector<Tensor> device_steps;
+  Tensor found_inf;
+};
+
+// One fused update of every parameter of `list` (Note [fused optimizer updates] in
+// kernels/cuda/optim_update.cu: one launch for the list on a GPU); `op` names the optimizer
+// in errors. The caller bumps the parameters' versions.
+void sgd_update(const char* op, const ParamList<1>& list, const SgdHyper& hyper, const UpdateScalars& scalars);
+void adam_update(const char* op, const ParamList<3>& list, const AdamHyper& hyper, const UpdateScalars& scalars);
+void rmsprop_update(const char* op, const ParamList<3>& list, const RmspropHyper& hyper,
+                    const UpdateScalars& scalars);
 
 // ---- mixed precision: the gradient scaler's kernels (kernels/amp_math.h) -------------------
 
-// g *= inv_scale[0], in place, and found_inf[0] = 1 if any element of g was inf or NaN
-// (left as it was otherwise). g is contiguous and floating point; found_inf and inv_scale
-// are (1,) float32 on g's device (checked).
-void unscale_grad(const Tensor& g, const Tensor& found_inf, const Tensor& inv_scale);
+// g *= inv_scale[0], in place, for every g of grads, and found_inf[0] = 1 if any element of
+// any was inf or NaN (left as it was otherwise): on a GPU one launch per dtype. The grads
+// are contiguous and floating point; found_inf and inv_scale are (1,) float32 on their
+// device (checked).
+void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale);
 // One update of scale ((1,) float32) and growth_tracker ((1,) int32) from found_inf, in
 // place on their device (update_scale_math): on CUDA without a wait for the GPU.
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                   double growth_factor, double backoff_factor, int64_t growth_interval);
 
-// Throws IndexError naming `op` if any index is outside [0, size) (negatives included).
+// IndexError naming `op` and the first index outside [0, size) (negatives included), if
+// any. On the CPU it is thrown here; on a GPU the check is queued and a failure is thrown by
+// the next call that waits for the device (Note [deferred device checks] in
+// kernels/device_check.h).
 void check_indices(const Tensor& index, int64_t size, const char* op);
+// The same for the class targets of a loss (ignored rows already mapped into range): "op:
+// target class V is out of range for C classes of <context>". The CPU names the smallest
+// target if one is negative and the largest otherwise; a GPU names the first bad one.
+void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context);
 
 }  // namespace loom::kernels

@@ -1,8 +1,9 @@
 // The per-element math of the optimizers' fused updates (kernels::sgd_update, adam_update,
 // rmsprop_update), shared by the CPU loop (kernels/cpu/optim_update.cpp) and the CUDA
 // kernel (kernels/cuda/optim_update.cu) as LOOM_HOST_DEVICE code, so that the CPU tests
-// cover it. All in opmath (float or double); the optimizers fill the fields in double and
-// narrow() converts them to the parameter's opmath type on either device.
+// cover it. All in opmath (float or double): update_math fills the fields in double from
+// the hyper-parameters, the learning rate and the step count, and narrow() converts them to
+// the parameter's opmath type on either device.
 #pragma once
 
 #include <cmath>
@@ -80,18 +81,56 @@ struct RmspropMath {
   }
 };
 
-// The math in opmath M, each field narrowed from double (as M(double) does).
+// What each optimizer's update needs besides its learning rate and step count.
+struct SgdHyper {
+  double momentum, dampening, weight_decay;
+  bool nesterov, first_step;  // first_step: the momentum buffer starts as the gradient
+};
+struct AdamHyper {
+  double beta1, beta2, eps, weight_decay;
+  bool decoupled, amsgrad;
+};
+struct RmspropHyper {
+  double alpha, eps, weight_decay, momentum;
+  bool centered;
+};
+
+// One parameter's update math, in double, from its group's learning rate and its own count
+// of updates (this one included). An eager step evaluates it on the host; a capturable one
+// where the update runs, from the lr and step tensors there (Note [capturable optimizers] in
+// optim/optimizer.h): one formula either way. Adam's bias corrections are computed in double
+// as PyTorch computes them in Python; SGD and RMSprop do not use the count.
+LOOM_HOST_DEVICE inline SgdMath<double> update_math(const SgdHyper& h, double lr, double /*step*/) {
+  return {lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, h.first_step};
+}
+LOOM_HOST_DEVICE inline AdamMath<double> update_math(const AdamHyper& h, double lr, double step) {
+  return {lr,
+          h.beta1,
+          h.beta2,
+          h.eps,
+          h.weight_decay,
+          lr / (1 - std::pow(h.beta1, step)),   // step_size
+          std::sqrt(1 - std::pow(h.beta2, step)),  // bias_correction2_sqrt
+          h.decoupled,
+          h.amsgrad};
+}
+LOOM_HOST_DEVICE inline RmspropMath<double> update_math(const RmspropHyper& h, double lr, double /*step*/) {
+  return {lr, h.alpha, h.eps, h.weight_decay, h.momentum, h.centered};
+}
+
+// The math in opmath M, each field narrowed from double (as M(double) does): on the host for
+// an eager step, on the device for a capturable one.
 template <typename M>
-SgdMath<M> narrow(const SgdMath<double>& d) {
+LOOM_HOST_DEVICE SgdMath<M> narrow(const SgdMath<double>& d) {
   return {M(d.lr), M(d.momentum), M(d.dampening), M(d.weight_decay), d.nesterov, d.first_step};
 }
 template <typename M>
-AdamMath<M> narrow(const AdamMath<double>& d) {
+LOOM_HOST_DEVICE AdamMath<M> narrow(const AdamMath<double>& d) {
   return {M(d.lr), M(d.beta1), M(d.beta2), M(d.eps), M(d.weight_decay),
           M(d.step_size), M(d.bias_correction2_sqrt), d.decoupled, d.amsgrad};
 }
 template <typename M>
-RmspropMath<M> narrow(const RmspropMath<double>& d) {
+LOOM_HOST_DEVICE RmspropMath<M> narrow(const RmspropMath<double>& d) {
   return {M(d.lr), M(d.alpha), M(d.eps), M(d.weight_decay), M(d.momentum), d.centered};
 }
 

@@ -40,13 +40,39 @@ void check_update_operand(const char* op, const Tensor& p, const Tensor& t, cons
   LOOM_CHECK(t.is_contiguous(), ValueError, op, ": the update needs a contiguous ", what);
 }
 
+}  // namespace
+
+void check_amp_scalar(const char* op, const Tensor& t, DType dtype, const char* what, Device device);  // below
+
+namespace {
+
+// Every parameter's operands of a fused update, on the first parameter's device and of its
+// dtype, and the update's scalar tensors there (Note [capturable optimizers]).
 template <size_t K>
-const Backend& route_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, K>& states) {
-  check_update_operand(op, p, p, "parameter");
-  check_update_operand(op, p, g, "gradient");
-  for (const Tensor& s : states)
-    if (s.defined()) check_update_operand(op, p, s, "state tensor");
-  return backend_for(p.device(), op);
+const Backend& route_update(const char* op, const ParamList<K>& list, const UpdateScalars& scalars) {
+  const size_t n = list.params.size();
+  LOOM_ASSERT(n > 0 && list.grads.size() == n && list.states.size() == n, op, ": a malformed parameter list");
+  const Tensor& first = list.params.front();
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& p = list.params[i];
+    LOOM_CHECK(p.device() == first.device() && p.dtype() == first.dtype(), ValueError, op,
+               ": one fused update takes parameters of one device and dtype, got ", dtype_name(first.dtype()), " on ",
+               first.device(), " and ", dtype_name(p.dtype()), " on ", p.device());
+    check_update_operand(op, p, p, "parameter");
+    check_update_operand(op, p, list.grads[i], "gradient");
+    for (const Tensor& s : list.states[i])
+      if (s.defined()) check_update_operand(op, p, s, "state tensor");
+  }
+  if (scalars.device_lr.defined()) {
+    check_amp_scalar(op, scalars.device_lr, kFloat64, "the learning rate", first.device());
+    LOOM_ASSERT(scalars.device_steps.empty() || scalars.device_steps.size() == n, op, ": a step count per parameter");
+    for (const Tensor& step : scalars.device_steps)
+      check_amp_scalar(op, step, kFloat64, "a step count", first.device());
+    if (scalars.found_inf.defined()) check_amp_scalar(op, scalars.found_inf, kFloat32, "found_inf", first.device());
+  } else {
+    LOOM_ASSERT(scalars.steps.size() == n, op, ": a step count per parameter");
+  }
+  return backend_for(first.device(), op);
 }
 
 }  // namespace
@@ -299,6 +325,10 @@ void check_indices(const Tensor& index, int64_t size, const char* op) {
   slot(route(op, {&index}), &Backend::check_indices, op)(index, size, op);
 }
 
+void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context) {
+  slot(route(op, {&target}), &Backend::check_class_targets, op)(target, classes, op, context);
+}
+
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
   check_rnn_layer(in);
   return slot(backend_for(in.x.device(), "rnn"), &Backend::rnn_layer_forward, "rnn")(in);
@@ -329,19 +359,20 @@ RNNStackGrads rnn_stack_backward(const RNNStackSaved& saved, const Tensor& x, co
       saved, x, hx, cx, y, dy, dhy, dcy);
 }
 
-void sgd_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 1>& states,
-                const SgdMath<double>& math) {
-  slot(route_update(op, p, g, states), &Backend::sgd_update, op)(op, p, g, states, math);
+void sgd_update(const char* op, const ParamList<1>& list, const SgdHyper& hyper, const UpdateScalars& scalars) {
+  if (list.params.empty()) return;
+  slot(route_update(op, list, scalars), &Backend::sgd_update, op)(op, list, hyper, scalars);
 }
 
-void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                 const AdamMath<double>& math) {
-  slot(route_update(op, p, g, states), &Backend::adam_update, op)(op, p, g, states, math);
+void adam_update(const char* op, const ParamList<3>& list, const AdamHyper& hyper, const UpdateScalars& scalars) {
+  if (list.params.empty()) return;
+  slot(route_update(op, list, scalars), &Backend::adam_update, op)(op, list, hyper, scalars);
 }
 
-void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
-                    const RmspropMath<double>& math) {
-  slot(route_update(op, p, g, states), &Backend::rmsprop_update, op)(op, p, g, states, math);
+void rmsprop_update(const char* op, const ParamList<3>& list, const RmspropHyper& hyper,
+                    const UpdateScalars& scalars) {
+  if (list.params.empty()) return;
+  slot(route_update(op, list, scalars), &Backend::rmsprop_update, op)(op, list, hyper, scalars);
 }
 
 // The gradient scaler's (1,) float32 / int32 operand.
@@ -352,13 +383,20 @@ void check_amp_scalar(const char* op, const Tensor& t, DType dtype, const char* 
                          : std::string("an undefined tensor"));
 }
 
-void unscale_grad(const Tensor& g, const Tensor& found_inf, const Tensor& inv_scale) {
-  const char* op = "unscale_grad";
-  LOOM_CHECK(g.is_floating_point() && g.is_contiguous(), ValueError, op,
-             ": expected a contiguous floating-point gradient, got ", shape_str(g.sizes()), " ", dtype_name(g.dtype()));
-  check_amp_scalar(op, found_inf, kFloat32, "found_inf", g.device());
-  check_amp_scalar(op, inv_scale, kFloat32, "inv_scale", g.device());
-  slot(backend_for(g.device(), op), &Backend::unscale_grad, op)(g, found_inf, inv_scale);
+void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
+  const char* op = "unscale_grads";
+  if (grads.empty()) return;
+  const Device device = grads.front().device();
+  for (const Tensor& g : grads) {
+    LOOM_CHECK(g.is_floating_point() && g.is_contiguous(), ValueError, op,
+               ": expected contiguous floating-point gradients, got ", shape_str(g.sizes()), " ",
+               dtype_name(g.dtype()));
+    LOOM_CHECK(g.device() == device, DeviceError, op, ": expected gradients on one device, got ", device, " and ",
+               g.device());
+  }
+  check_amp_scalar(op, found_inf, kFloat32, "found_inf", device);
+  check_amp_scalar(op, inv_scale, kFloat32, "inv_scale", device);
+  slot(backend_for(device, op), &Backend::unscale_grads, op)(grads, found_inf, inv_scale);
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,

@@ -58,7 +58,7 @@ FlatClasses flatten_classes(const Tensor& input, const Tensor& target, const cha
 }
 
 // values.gather(dim, index) without the range check or autograd: for target indices that
-// row_weights has checked already (on a GPU every check is a read-back the host waits for).
+// row_weights has checked already.
 Tensor gather_checked(const Tensor& values, int64_t dim, const Tensor& index) {
   Tensor out = empty(index.sizes(), values.options());
   kernels::gather(out, values, dim, index);
@@ -84,12 +84,10 @@ RowWeights row_weights(const FlatClasses& f, const CrossEntropyLossOptions& o, c
   w = w.detach().to(f.scores.dtype());
   Tensor keep = f.target.ne(o.ignore_index_);                // (M) bool
   Tensor safe = where(keep, f.target, zeros({}, f.target.options()));  // (M), on the target's device
-  if (safe.numel() > 0) {
-    const std::vector<int64_t> range = stack({safe.min(), safe.max()}).to_vector<int64_t>();  // one read-back
-    const int64_t lo = range[0], hi = range[1];
-    LOOM_CHECK(lo >= 0 && hi < C, IndexError, op, ": target class ", lo < 0 ? lo : hi, " is out of range for ",
-               C, " classes of input ", shape_str(f.input_shape), " (ignore_index ", o.ignore_index_, ")");
-  }
+  // On a GPU without waiting for it (Note [deferred device checks] in kernels/device_check.h).
+  const std::string context = loom::detail::str("input ", shape_str(f.input_shape), " (ignore_index ",
+                                                o.ignore_index_, ")");
+  kernels::check_class_targets(safe, C, op, context);
   Tensor keep_f = keep.to(f.scores.dtype());
   return {w, safe, keep_f, gather_checked(w, 0, safe) * keep_f};
 }

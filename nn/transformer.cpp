@@ -73,8 +73,9 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, co
 
 Tensor generate_square_subsequent_mask(int64_t size, TensorOptions options) {
   LOOM_CHECK(size > 0, ValueError, "generate_square_subsequent_mask: size must be positive, got ", size);
-  const Tensor i = arange(size).reshape({size, 1}), j = arange(size).reshape({1, size});
-  return zeros({size, size}, options).masked_fill(j.gt(i).to(options.device_), -std::numeric_limits<double>::infinity());
+  const TensorOptions positions = TensorOptions(kInt64).device(options.device_);  // made there: no wait for a copy
+  const Tensor i = arange(size, positions).reshape({size, 1}), j = arange(size, positions).reshape({1, size});
+  return zeros({size, size}, options).masked_fill(j.gt(i), -std::numeric_limits<double>::infinity());
 }
 
 Tensor sinusoidal_positional_encoding(int64_t max_len, int64_t d_model, TensorOptions options) {
@@ -103,7 +104,8 @@ Tensor PositionalEncodingImpl::forward(const Tensor& x) {
              "PositionalEncoding: expected (N, T, ", d_model, ") with T <= max_len ", max_len, ", got ",
              shape_str(x.sizes()));
   const int64_t t = x.size(1);
-  const Tensor positions = learned ? embedding(arange(t).to(x.device())) : pe.narrow(0, 0, t);  // (T, d_model)
+  const Tensor positions =
+      learned ? embedding(arange(t, TensorOptions(kInt64).device(x.device()))) : pe.narrow(0, 0, t);  // (T, d_model)
   return loom::dropout(x + positions.unsqueeze(0), dropout, is_training());
 }
 

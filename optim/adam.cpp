@@ -1,7 +1,5 @@
 #include "optim/adam.h"
 
-#include <cmath>
-
 #include "autograd/grad_mode.h"
 #include "kernels/kernels.h"
 
@@ -14,6 +12,7 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled, con
   LOOM_CHECK(o.beta1_ >= 0 && o.beta1_ < 1 && o.beta2_ >= 0 && o.beta2_ < 1, ValueError, name,
              ": betas must be in [0, 1), got (", o.beta1_, ", ", o.beta2_, ")");
   LOOM_CHECK(*options.weight_decay_ >= 0, ValueError, name, ": invalid weight_decay ", *options.weight_decay_);
+  capturable_ = o.capturable_;
 }
 
 std::vector<Optimizer::StateBuffer> Adam::state_buffers() const {
@@ -23,21 +22,18 @@ std::vector<Optimizer::StateBuffer> Adam::state_buffers() const {
 void Adam::step() {
   NoGradGuard no_grad;
   ++step_count_;
-  for_each_param([&](size_t i, Tensor& p, ParamGroup& group) {
-    check_param(p);
-    // Bias corrections use the parameter's own count of updates (as PyTorch's state["step"]).
-    const double step = double(advance_step(i));
-    const double step_size = group.lr / (1 - std::pow(options.beta1_, step));
-    const double bias_correction2_sqrt = std::sqrt(1 - std::pow(options.beta2_, step));
-    Tensor m = state(i, "exp_avg", p);
-    Tensor v = state(i, "exp_avg_sq", p);
-    Tensor v_max = options.amsgrad_ ? state(i, "max_exp_avg_sq", p) : Tensor();
-    kernels::adam_update(name(), p, p.grad(), {m, v, v_max},
-                         kernels::AdamMath<double>{group.lr, options.beta1_, options.beta2_, options.eps_,
-                                                   options.weight_decay_.value_or(0.0), step_size,
-                                                   bias_correction2_sqrt, decoupled_, options.amsgrad_});
-    p.bump_version();
-  });
+  const kernels::AdamHyper hyper{options.beta1_, options.beta2_, options.eps_, options.weight_decay_.value_or(0.0),
+                                 decoupled_, options.amsgrad_};
+  // Bias corrections use the parameter's own count of updates (as PyTorch's state["step"]).
+  fused_step<3>(
+      /*counts_steps=*/true,
+      [&](size_t i, const Tensor& p) {
+        return ParamStates<3>{{state(i, "exp_avg", p), state(i, "exp_avg_sq", p),
+                               options.amsgrad_ ? state(i, "max_exp_avg_sq", p) : Tensor()}};
+      },
+      [&](const kernels::ParamList<3>& list, const kernels::UpdateScalars& scalars, int) {
+        kernels::adam_update(name(), list, hyper, scalars);
+      });
 }
 
 }  // namespace loom::optim

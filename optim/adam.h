@@ -13,10 +13,12 @@ struct AdamOptions {
   AdamOptions& eps(double e) { eps_ = e; return *this; }
   AdamOptions& weight_decay(double w) { weight_decay_ = w; return *this; }
   AdamOptions& amsgrad(bool a) { amsgrad_ = a; return *this; }
+  // Learning rate and step counts on the parameters' device (Note [capturable optimizers]).
+  AdamOptions& capturable(bool c) { capturable_ = c; return *this; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
   // Unset means PyTorch's default: 0 for Adam, 1e-2 for AdamW (the optimizer fills it in).
   std::optional<double> weight_decay_;
-  bool amsgrad_ = false;
+  bool amsgrad_ = false, capturable_ = false;
 };
 
 class Adam : public Optimizer {

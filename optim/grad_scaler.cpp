@@ -71,11 +71,13 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // 1 / scale in double, then float32, as PyTorch.
   const Tensor inv_scale = (1.0 / scale_.to(kFloat64)).to(kFloat32);
   Tensor found_inf = zeros({1}, scale_.options());
+  std::vector<Tensor> grads;
   for (const Tensor* p : params) {
     Tensor& grad = p->mutable_grad();
     if (!grad.is_contiguous()) grad = grad.contiguous();  // the kernel runs over dense memory
-    kernels::unscale_grad(grad, found_inf, inv_scale);
+    grads.push_back(grad);
   }
+  kernels::unscale_grads(grads, found_inf, inv_scale);  // on a GPU one launch per dtype
   s.found_inf = found_inf;
   s.stage = Stage::Unscaled;
 }
@@ -88,9 +90,13 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   OptimizerState& s = per_optimizer_[&optimizer];
   LOOM_CHECK(s.stage != Stage::Stepped, ValueError, kWho, ".step: already called since the last update()");
   if (s.stage == Stage::Ready) unscale_(optimizer);
+  s.stage = Stage::Stepped;
+  if (optimizer.capturable()) {  // the device skips the step if found_inf: nothing waits
+    optimizer.step_if_finite(s.found_inf);
+    return true;
+  }
   const bool skip = s.found_inf.item<float>() != 0.0f;  // waits for the GPU
   if (!skip) optimizer.step();
-  s.stage = Stage::Stepped;
   return !skip;
 }
 

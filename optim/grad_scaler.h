@@ -17,9 +17,11 @@
 // optimizer reads them. A scale too large makes some gradient inf or NaN: then step() skips
 // the optimizer's step (parameters and optimizer state untouched) and update() halves the
 // scale (backoff_factor); after growth_interval good steps in a row it doubles it
-// (growth_factor). unscale_ is one pass per gradient that unscales and flags non-finite
-// values (kernels::unscale_grad); on CUDA the scale and its growth tracker stay on the GPU
-// and update() does not wait for it (step() does, as PyTorch's, to decide whether to step).
+// (growth_factor). unscale_ is one pass over the gradients that unscales and flags non-finite
+// values (kernels::unscale_grads: on CUDA one launch per dtype); on CUDA the scale and its
+// growth tracker stay on the GPU and update() does not wait for it. step() does, as PyTorch's,
+// to decide whether to step — unless the optimizer is capturable: then the update's kernels
+// read the flag and the whole unscale / step / update waits for nothing.
 // With gradient accumulation, scale each micro-batch's loss and call unscale_/step/update
 // once per optimizer step.
 #pragma once
@@ -54,7 +56,9 @@ class GradScaler {
   // master weights). Throws ValueError when called twice before update(), or after step().
   void unscale_(optim::Optimizer& optimizer);
   // The optimizer's step unless a gradient was not finite (unscaling first if unscale_ was
-  // not called); returns whether it stepped.
+  // not called); returns whether it stepped. That decision waits for the GPU, as PyTorch's
+  // does, except with a capturable optimizer (Note [capturable optimizers]): the device
+  // then skips the step itself, nothing waits, and step() returns true (queued).
   bool step(optim::Optimizer& optimizer);
   // The scale for the next iteration (Note [gradient scaling]), or new_scale if given.
   // Throws ValueError when no step() or unscale_() recorded an inf check since the last one.

@@ -23,7 +23,7 @@ void LRScheduler::step() {
 }
 
 void LRScheduler::apply() {
-  for (ParamGroup& g : optimizer_.param_groups()) g.lr = lr_at(g.initial_lr);
+  for (ParamGroup& g : optimizer_.param_groups()) g.set_lr(lr_at(g.initial_lr));
 }
 
 std::vector<double> LRScheduler::get_last_lr() const {
@@ -190,7 +190,7 @@ void ReduceLROnPlateau::step(double metric) {
   if (num_bad_epochs_ > o_.patience_) {
     for (ParamGroup& g : optimizer_.param_groups()) {
       const double new_lr = std::max(g.lr * o_.factor_, o_.min_lr_);
-      if (g.lr - new_lr > o_.eps_) g.lr = new_lr;
+      if (g.lr - new_lr > o_.eps_) g.set_lr(new_lr);
     }
     cooldown_counter_ = o_.cooldown_;
     num_bad_epochs_ = 0;

@@ -1,7 +1,9 @@
 // Learning-rate schedulers, as torch.optim.lr_scheduler. Construct one after the
 // optimizer; call step() once per epoch (or per batch for OneCycleLR) after
 // optimizer.step(). The closed-form ones set every group's lr from its initial_lr;
-// ReduceLROnPlateau scales the current lrs. Any of them saves its state in a training
+// ReduceLROnPlateau scales the current lrs. They write each group's lr with
+// ParamGroup::set_lr, which also writes a capturable optimizer's copy on the device
+// without waiting (Note [capturable optimizers]). Any of them saves its state in a training
 // checkpoint (optim/checkpoint.h) through the Scheduler interface.
 #pragma once
 

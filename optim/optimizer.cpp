@@ -13,6 +13,15 @@
 
 namespace loom::optim {
 
+void ParamGroup::set_lr(double value) {
+  lr = value;
+  if (device_lr.defined() && device_lr_value != value) {
+    NoGradGuard no_grad;
+    device_lr.fill_(value);  // a fill on the device: queued, nothing waits
+    device_lr_value = value;
+  }
+}
+
 Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name) : name_(name) {
   add_param_group(std::move(params), lr);
 }
@@ -24,12 +33,49 @@ void Optimizer::add_param_group(std::vector<Tensor> params, double lr) {
     LOOM_CHECK(params[i].defined() && params[i].is_leaf() && params[i].requires_grad(), ValueError,
                name_, ": parameter ", i, " must be a leaf tensor that requires grad");
   }
-  groups_.push_back({std::move(params), lr, lr});
+  ParamGroup group;
+  group.params = std::move(params);
+  group.lr = group.initial_lr = lr;
+  groups_.push_back(std::move(group));
 }
 
 void Optimizer::set_lr(double lr) {
   LOOM_CHECK(lr >= 0, ValueError, name_, ": invalid learning rate ", lr);
-  for (ParamGroup& g : groups_) g.lr = lr;
+  for (ParamGroup& g : groups_) g.set_lr(lr);
+}
+
+void Optimizer::step_if_finite(const Tensor& found_inf) {
+  if (!capturable_) {
+    if (found_inf.item<float>() == 0.0f) step();  // waits for the GPU
+    return;
+  }
+  found_inf_ = found_inf;  // read by fused_step: the device decides
+  struct Clear {
+    Tensor& t;
+    ~Clear() { t = Tensor(); }
+  } clear{found_inf_};
+  step();
+}
+
+const Tensor& Optimizer::device_lr(ParamGroup& group, Device device) {
+  if (!group.device_lr.defined() || group.device_lr.device() != device) {
+    group.device_lr = full({}, group.lr, TensorOptions(kFloat64).device(device));
+    group.device_lr_value = group.lr;
+  }
+  group.set_lr(group.lr);  // an lr assigned directly since: written to the device now
+  return group.device_lr;
+}
+
+const Tensor& Optimizer::device_step(size_t i, const Tensor& p) {
+  Tensor& t = state_[i]["step"];
+  const TensorOptions options = TensorOptions(kFloat64).device(p.device());
+  if (!t.defined()) {
+    t = zeros({}, options);
+  } else if (t.device() != p.device() || t.dtype() != kFloat64) {
+    // A count an eager step or a checkpoint left (an int64 on the CPU): filled in, once.
+    t = t.is_cpu() ? full({}, t.item<double>(), options) : t.to(kFloat64).to(p.device());
+  }
+  return t;
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -167,6 +213,7 @@ Optimizer::LoadedState Optimizer::check_state_dict(const StateDict& state) const
 }
 
 void Optimizer::apply_state_dict(LoadedState loaded) noexcept {
+  // (A capturable group's device_lr follows at its next step: a fill here could throw.)
   for (size_t gi = 0; gi < groups_.size(); ++gi) std::tie(groups_[gi].lr, groups_[gi].initial_lr) = loaded.lrs[gi];
   step_count_ = loaded.step_count;
   state_ = std::move(loaded.buffers);

@@ -11,6 +11,7 @@ RMSprop::RMSprop(std::vector<Tensor> params, const RMSpropOptions& o)
   LOOM_CHECK(o.eps_ >= 0, ValueError, "RMSprop: invalid eps ", o.eps_);
   LOOM_CHECK(o.momentum_ >= 0, ValueError, "RMSprop: invalid momentum ", o.momentum_);
   LOOM_CHECK(o.weight_decay_ >= 0, ValueError, "RMSprop: invalid weight_decay ", o.weight_decay_);
+  capturable_ = o.capturable_;
 }
 
 std::vector<Optimizer::StateBuffer> RMSprop::state_buffers() const {
@@ -20,16 +21,17 @@ std::vector<Optimizer::StateBuffer> RMSprop::state_buffers() const {
 void RMSprop::step() {
   NoGradGuard no_grad;
   ++step_count_;
-  for_each_param([&](size_t i, Tensor& p, ParamGroup& group) {
-    check_param(p);
-    Tensor square_avg = state(i, "square_avg", p);
-    Tensor grad_avg = options.centered_ ? state(i, "grad_avg", p) : Tensor();
-    Tensor buf = options.momentum_ > 0 ? state(i, "momentum_buffer", p) : Tensor();
-    kernels::rmsprop_update("RMSprop", p, p.grad(), {square_avg, grad_avg, buf},
-                            kernels::RmspropMath<double>{group.lr, options.alpha_, options.eps_,
-                                                         options.weight_decay_, options.momentum_, options.centered_});
-    p.bump_version();
-  });
+  const kernels::RmspropHyper hyper{options.alpha_, options.eps_, options.weight_decay_, options.momentum_,
+                                    options.centered_};
+  fused_step<3>(
+      /*counts_steps=*/false,
+      [&](size_t i, const Tensor& p) {
+        return ParamStates<3>{{state(i, "square_avg", p), options.centered_ ? state(i, "grad_avg", p) : Tensor(),
+                               options.momentum_ > 0 ? state(i, "momentum_buffer", p) : Tensor()}};
+      },
+      [&](const kernels::ParamList<3>& list, const kernels::UpdateScalars& scalars, int) {
+        kernels::rmsprop_update("RMSprop", list, hyper, scalars);
+      });
 }
 
 }  // namespace loom::optim

@@ -12,8 +12,10 @@ struct RMSpropOptions {
   RMSpropOptions& weight_decay(double w) { weight_decay_ = w; return *this; }
   RMSpropOptions& momentum(double m) { momentum_ = m; return *this; }
   RMSpropOptions& centered(bool c) { centered_ = c; return *this; }
+  // Learning rate and step counts on the parameters' device (Note [capturable optimizers]).
+  RMSpropOptions& capturable(bool c) { capturable_ = c; return *this; }
   double lr_, alpha_ = 0.99, eps_ = 1e-8, weight_decay_ = 0, momentum_ = 0;
-  bool centered_ = false;
+  bool centered_ = false, capturable_ = false;
 };
 
 class RMSprop : public Optimizer {

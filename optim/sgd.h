@@ -11,8 +11,10 @@ struct SGDOptions {
   SGDOptions& dampening(double d) { dampening_ = d; return *this; }
   SGDOptions& weight_decay(double w) { weight_decay_ = w; return *this; }
   SGDOptions& nesterov(bool n) { nesterov_ = n; return *this; }
+  // Learning rate and step counts on the parameters' device (Note [capturable optimizers]).
+  SGDOptions& capturable(bool c) { capturable_ = c; return *this; }
   double lr_, momentum_ = 0, dampening_ = 0, weight_decay_ = 0;
-  bool nesterov_ = false;
+  bool nesterov_ = false, capturable_ = false;
 };
 
 class SGD : public Optimizer {

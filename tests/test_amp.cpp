@@ -541,15 +541,15 @@ TEST_CASE("cuda amp: isfinite ops, the scaler's kernels and float16 autocast mat
     CHECK(g.nan_to_num(1, 2, -3).cpu().to(kFloat32).to_vector<float>() ==
           c.nan_to_num(1, 2, -3).to(kFloat32).to_vector<float>());
   }
-  // unscale_grad: the same values and flag as the CPU loop.
+  // unscale_grads: the same values and flag as the CPU loop.
   for (bool poison : {false, true}) {
     Tensor cpu_g = randn({4099}) * 1024.0;
     if (poison) cpu_g.select(0, 4098).fill_(NAN);
     Tensor gpu_g = cpu_g.to(kCUDA);
     Tensor cpu_found = zeros({1}), gpu_found = zeros({1}, TensorOptions(kFloat32).device(kCUDA));
     const Tensor inv = full({1}, 1.0 / 1024);
-    kernels::unscale_grad(cpu_g, cpu_found, inv);
-    kernels::unscale_grad(gpu_g, gpu_found, inv.to(kCUDA));
+    kernels::unscale_grads({cpu_g}, cpu_found, inv);
+    kernels::unscale_grads({gpu_g}, gpu_found, inv.to(kCUDA));
     CHECK(gpu_found.item<float>() == cpu_found.item<float>());
     CHECK(gpu_found.item<float>() == float(poison));
     CHECK(gpu_g.cpu().isnan().to_vector<bool>() == cpu_g.isnan().to_vector<bool>());

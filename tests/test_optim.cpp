@@ -385,7 +385,9 @@ TEST_CASE("clip_grad_norm_ (2, 1, 3, inf) and clip_grad_value_ follow PyTorch", 
       if (c == "clip_value") {
         clip_grad_value_(params, h[0]);
       } else {
-        const double total = clip_grad_norm_(params, h[0], h[1]);
+        const Tensor norm = clip_grad_norm_(params, h[0], h[1]);
+        REQUIRE((norm.dim() == 0 && norm.dtype() == kFloat64));
+        const double total = norm.item<double>();
         require_close({total}, vec(at(f, tag + "total_norm")), pytorch_tolerance(dtype), tag + "total_norm");
       }
       for (size_t j = 0; j < kParams; ++j) {
@@ -397,7 +399,7 @@ TEST_CASE("clip_grad_norm_ (2, 1, 3, inf) and clip_grad_value_ follow PyTorch", 
     }
   }
   Tensor p = zeros({2}).requires_grad_(true);
-  CHECK(clip_grad_norm_({p}, 1.0) == 0.0);  // no gradients at all
+  CHECK(clip_grad_norm_({p}, 1.0).item<double>() == 0.0);  // no gradients at all
 }
 
 // ---- zero_grad ---------------------------------------------------------------------------------------------

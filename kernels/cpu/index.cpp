@@ -1,5 +1,6 @@
 // CPU indexing kernels: index_select, index_add, gather, scatter_add, triangle (tril/triu)
-// and the index range check.
+// and the range checks of indices and class targets (thrown at once, with the messages
+// every device shares: kernels/device_check.h).
 //
 // Note [indexed loops]
 // gather, scatter_add and the general paths of index_select and index_add share one loop.
@@ -13,10 +14,13 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <mutex>
 
 #include "kernels/cpu/loops.h"
 #include "kernels/dispatch_by_size.h"
 #include "kernels/cpu/backend.h"
+#include "kernels/device_check.h"
 
 namespace loom::kernels::cpu {
 namespace {
@@ -176,10 +180,29 @@ void check_indices(const Tensor& index, int64_t size, const char* op) {
     });
     if (!bad) return;
     // Report the first bad index in row-major order.
-    for (int64_t k : index.to_vector<int64_t>()) {
-      LOOM_CHECK(k >= 0 && k < size, IndexError, op, ": index ", k,
-                 " is out of range: expected an index in [0, ", size, ") for a dim of size ", size);
-    }
+    for (int64_t k : index.to_vector<int64_t>())
+      LOOM_CHECK(k >= 0 && k < size, IndexError, index_out_of_range_message(op, k, size));
+  });
+}
+
+void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context) {
+  if (target.numel() == 0) return;
+  dispatch_index(target.dtype(), op, [&]<typename I>() {
+    std::mutex mutex;
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for_each_run<1>(target.sizes(), {&target}, [&](const std::array<char*, 1>& p,
+                                                   const std::array<int64_t, 1>& st, int64_t m) {
+      int64_t run_lo = std::numeric_limits<int64_t>::max(), run_hi = std::numeric_limits<int64_t>::min();
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t k = int64_t(*reinterpret_cast<const I*>(p[0] + i * st[0]));
+        run_lo = std::min(run_lo, k);
+        run_hi = std::max(run_hi, k);
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      lo = std::min(lo, run_lo);
+      hi = std::max(hi, run_hi);
+    });
+    LOOM_CHECK(lo >= 0 && hi < classes, IndexError, class_out_of_range_message(op, lo < 0 ? lo : hi, classes, context));
   });
 }
 
@@ -259,6 +282,7 @@ void add_index_kernels(Backend& b) {
   b.scatter_add = &scatter_add;
   b.triangle = &triangle;
   b.check_indices = &check_indices;
+  b.check_class_targets = &check_class_targets;
 }
 
 }  // namespace loom::kernels::cpu

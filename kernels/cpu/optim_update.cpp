@@ -1,5 +1,5 @@
-// CPU fused optimizer updates (kernels::sgd_update, adam_update, rmsprop_update): one
-// parallel pass over a parameter, its gradient and its states per step, running the
+// CPU fused optimizer updates (kernels::sgd_update, adam_update, rmsprop_update): per step,
+// one parallel pass over each parameter, its gradient and its states, running the
 // per-element math of kernels/optim_math.h — the same math as the CUDA kernel.
 //
 // Note [vectorised optimizer updates]
@@ -74,8 +74,8 @@ void run_f32(const RmspropMath<float>& m, int64_t n, float* p, const float* g, c
 }
 
 template <size_t K, template <typename> class MathT>
-void fused_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, K>& states,
-                  const MathT<double>& math_in_double) {
+void update_one(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, K>& states,
+                const MathT<double>& math_in_double) {
   dispatch_floating(p.dtype(), op, [&]<typename T>() {
     const auto math = narrow<opmath_t<T>>(math_in_double);
     T* pp = static_cast<T*>(p.data());
@@ -99,12 +99,38 @@ void fused_update(const char* op, const Tensor& p, const Tensor& g, const std::a
   });
 }
 
+// A () tensor's value: the CPU backend's tensors are in host memory (a capturable step's
+// scalars on the CPU, or on the host-emulated cuda:0), read without a copy.
+template <typename T>
+T& host_value(const Tensor& t) {
+  return *static_cast<T*>(t.data());
+}
+
+// Each parameter in turn, with its math from update_math: from the host's lr and counts
+// (eager) or from the scalar tensors (capturable, after advancing the counts), the same
+// formula on the same host, so the two agree bit for bit (Note [capturable optimizers]).
+template <size_t K, typename Hyper>
+void fused_update(const char* op, const ParamList<K>& list, const Hyper& hyper, const UpdateScalars& scalars) {
+  const bool capturable = scalars.device_lr.defined();
+  if (capturable && scalars.found_inf.defined() && host_value<float>(scalars.found_inf) != 0.0f) return;
+  const double lr = capturable ? host_value<double>(scalars.device_lr) : scalars.lr;
+  for (size_t i = 0; i < list.params.size(); ++i) {
+    double step = 0;
+    if (!capturable) {
+      step = scalars.steps[i];
+    } else if (!scalars.device_steps.empty()) {
+      step = host_value<double>(scalars.device_steps[i]) += 1;
+    }
+    update_one<K>(op, list.params[i], list.grads[i], list.states[i], update_math(hyper, lr, step));
+  }
+}
+
 }  // namespace
 
 void add_optimizer_kernels(Backend& b) {
-  b.sgd_update = &fused_update<1, SgdMath>;
-  b.adam_update = &fused_update<3, AdamMath>;
-  b.rmsprop_update = &fused_update<3, RmspropMath>;
+  b.sgd_update = &fused_update<1, SgdHyper>;
+  b.adam_update = &fused_update<3, AdamHyper>;
+  b.rmsprop_update = &fused_update<3, RmspropHyper>;
 }
 
 }  // namespace loom::kernels::cpu

@@ -1,26 +1,38 @@
-// CUDA kernels of the gradient scaler (kernels::unscale_grad, update_scale): a grid-stride
-// pass over a gradient that unscales it and flags a non-finite element in found_inf, and a
-// one-thread update of the scale, so the scale and its growth tracker stay on the GPU and
-// nothing waits for it (kernels/amp_math.h, the same math as the CPU). The router has
-// checked the operands.
+// CUDA kernels of the gradient scaler (kernels::unscale_grads, update_scale): one launch per
+// dtype over the gradients (Note [multi-tensor launches]) that unscales them and flags a
+// non-finite element in found_inf, and a one-thread update of the scale, so the scale and
+// its growth tracker stay on the GPU and nothing waits for it (kernels/amp_math.h, the same
+// math as the CPU). The router has checked the operands.
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "kernels/amp_math.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/multi_tensor.cuh"
 
 namespace loom::kernels::cuda {
 namespace {
 
+// One launch's gradients (Note [multi-tensor launches]).
 template <typename T>
-__global__ void __launch_bounds__(kBlockSize)
-    unscale_kernel(int64_t n, T* g, float* found_inf, const float* inv_scale) {
+struct UnscaleLaunch {
+  ListChunks chunks;
+  T* g[kMaxListTensors];
+  float* found_inf;
+  const float* inv_scale;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockSize) unscale_list_kernel(UnscaleLaunch<T> a) {
   using M = opmath_t<T>;
-  const M inv = M(*inv_scale);
-  const int64_t threads = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += threads) {
+  int64_t begin = 0, end = 0;
+  T* g = a.g[a.chunks.tensor_of(int(blockIdx.x), begin, end)];
+  const M inv = M(*a.inv_scale);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const M v = M(g[i]);
-    if (!finite(v)) *found_inf = 1.0f;  // every writer writes the same value
+    if (!finite(v)) *a.found_inf = 1.0f;  // every writer writes the same value
     g[i] = T(v * inv);
   }
 }
@@ -30,17 +42,30 @@ __global__ void update_scale_kernel(float* scale, int32_t* growth_tracker, const
   update_scale_math(*scale, *growth_tracker, *found_inf != 0.0f, growth_factor, backoff_factor, growth_interval);
 }
 
-void unscale_grad(const Tensor& g, const Tensor& found_inf, const Tensor& inv_scale) {
-  const int64_t n = g.numel();
-  if (n == 0) return;
-  const int device = g.device().index;
-  ::loom::cuda::DeviceGuard guard(g.device());
-  dispatch_floating(g.dtype(), "unscale_grad", [&]<typename T>() {
-    unscale_kernel<T><<<grid_size(n, device), kBlockSize, 0, current_stream(device)>>>(
-        n, static_cast<T*>(g.data()), static_cast<float*>(found_inf.data()),
-        static_cast<const float*>(inv_scale.data()));
-    LOOM_CUDA_KERNEL_CHECK();
-  });
+// One launch per dtype (and per kMaxListTensors gradients).
+void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
+  const int device = grads.front().device().index;
+  ::loom::cuda::DeviceGuard guard(grads.front().device());
+  const cudaStream_t stream = current_stream(device);
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    std::vector<const Tensor*> of_dtype;
+    std::vector<int64_t> numel;
+    for (const Tensor& g : grads)
+      if (g.dtype() == dtype) {
+        of_dtype.push_back(&g);
+        numel.push_back(g.numel());
+      }
+    if (of_dtype.empty()) continue;
+    dispatch_floating(dtype, "unscale_grads", [&]<typename T>() {
+      for_each_list_launch(numel, [&](const ListChunks& chunks, const std::vector<size_t>& which) {
+        UnscaleLaunch<T> a{chunks, {}, static_cast<float*>(found_inf.data()),
+                           static_cast<const float*>(inv_scale.data())};
+        for (int t = 0; t < chunks.count; ++t) a.g[t] = static_cast<T*>(of_dtype[which[size_t(t)]]->data());
+        unscale_list_kernel<T><<<unsigned(chunks.blocks()), kBlockSize, 0, stream>>>(a);
+        LOOM_CUDA_KERNEL_CHECK();
+      });
+    });
+  }
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
@@ -57,7 +82,7 @@ void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tenso
 }  // namespace
 
 void add_amp_kernels(Backend& b) {
-  b.unscale_grad = &unscale_grad;
+  b.unscale_grads = &unscale_grads;
   b.update_scale = &update_scale;
 }
 

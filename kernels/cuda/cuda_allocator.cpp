@@ -18,6 +18,7 @@
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/host_sync.h"
 
 namespace loom::cuda {
 
@@ -56,7 +57,7 @@ RawMemory device_memory(int device) {
         DeviceGuard guard(device);
         // A cached block may still be read by work queued before it was freed (its stream
         // reuses it in order, see Note [caching allocator design]): let that work finish.
-        LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+        kernels::cuda::synchronize_device();
         LOOM_CUDA_CHECK(cudaFree(ptr));
       },
       [device]() -> size_t {
@@ -209,7 +210,7 @@ class PinnedHostAllocator final : public Allocator {
     for (auto& [size, list] : cached_) {
       for (void* ptr : list) {
         for (cudaEvent_t event : blocks_.at(ptr).pending) {
-          LOOM_CUDA_CHECK(cudaEventSynchronize(event));
+          kernels::cuda::synchronize_event(event);
           LOOM_CUDA_CHECK(cudaEventDestroy(event));
         }
         blocks_.erase(ptr);

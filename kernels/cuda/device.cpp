@@ -18,6 +18,8 @@
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/device_check.cuh"
+#include "kernels/cuda/host_sync.h"
 
 namespace loom::cuda {
 
@@ -98,9 +100,11 @@ std::string device_name(int index) {
 }
 
 void synchronize(int index) {
-  DeviceGuard guard(checked_device(index, "cuda::synchronize"));
+  const int device = checked_device(index, "cuda::synchronize");
+  DeviceGuard guard(device);
   detail::check_not_capturing("cuda::synchronize");
-  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  kernels::cuda::synchronize_device();
+  kernels::cuda::raise_device_check_failure(device, "cuda::synchronize");
 }
 
 int current_device() { return checked_device(-1, "cuda::current_device"); }
@@ -147,7 +151,8 @@ Stream Stream::default_stream(int device) {
 void Stream::synchronize() const {
   detail::check_not_capturing("cuda::Stream::synchronize");
   DeviceGuard guard(device_);  // the null handle means the current device's default stream
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+  kernels::cuda::synchronize_stream(static_cast<cudaStream_t>(handle_));
+  kernels::cuda::raise_device_check_failure(device_, "cuda::Stream::synchronize");
 }
 
 bool Stream::query() const {
@@ -216,7 +221,8 @@ void Event::wait(const Stream& stream) const {
 void Event::synchronize() const {
   LOOM_CHECK(handle_ != nullptr, ValueError, "cuda::Event::synchronize: the event was moved from");
   detail::check_not_capturing("cuda::Event::synchronize");
-  LOOM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+  kernels::cuda::synchronize_event(static_cast<cudaEvent_t>(handle_));
+  kernels::cuda::raise_device_check_failure(device_, "cuda::Event::synchronize");
 }
 
 bool Event::query() const {

@@ -12,8 +12,9 @@
 // (Note [sorted index_add] in kernels/cuda/sorted_index_add.cuh). The 16-bit floats have no exact atomic add, so one thread owns one position (all
 // coordinates but dim) and walks the index along dim in order, as the CPU does: two
 // positions never hit the same output element, so the sums are deterministic and equal
-// the CPU's. Out-of-range indices are the caller's check (check_indices); a kernel that
-// meets one anyway skips it rather than touch memory outside the tensor.
+// the CPU's. Out-of-range indices are the caller's check (check_indices, which on a GPU only
+// records a failure: Note [deferred device checks] in kernels/device_check.h); a kernel that
+// meets one skips it (a gather reads zero) rather than touch memory outside the tensor.
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
 
@@ -23,6 +24,7 @@
 
 #include "core/factories.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/cuda/device_check.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sorted_index_add.cuh"
 #include "kernels/dispatch_by_size.h"
@@ -161,16 +163,34 @@ __global__ void __launch_bounds__(kBlockSize)
   }
 }
 
-// first_bad = min over bad elements of their row-major position.
+// The deferred range check (Note [deferred device checks]): each thread stops at its first
+// element outside [0, site.bound) (its smallest position: a thread's positions grow); the
+// block's first bad element is reported, by the one thread that found it. A block with none
+// returns after one barrier.
 template <typename I>
 __global__ void __launch_bounds__(kBlockSize)
-    check_indices_kernel(unsigned long long* first_bad, const I* index, int64_t n, int64_t size, IndexedGeometry g) {
+    check_indices_kernel(DeviceCheckTarget target, DeviceCheckSite site, const I* index, int64_t n,
+                         IndexedGeometry g) {
+  constexpr unsigned long long kNone = ~0ull;
+  unsigned long long first = kNone;
+  int64_t value = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t io, unused1, unused2;
     g.offsets(i, io, unused1, unused2);
     const int64_t k = int64_t(index[io]);
-    if (k < 0 || k >= size) atomicMin(first_bad, static_cast<unsigned long long>(i));
+    if (k < 0 || k >= site.bound) {
+      first = static_cast<unsigned long long>(i);
+      value = k;
+      break;
+    }
   }
+  if (!__syncthreads_or(first != kNone)) return;
+  __shared__ unsigned long long block_first;
+  if (threadIdx.x == 0) block_first = kNone;
+  __syncthreads();
+  if (first != kNone) atomicMin(&block_first, first);
+  __syncthreads();
+  if (first != kNone && first == block_first) report_device_check_failure(target, site, int64_t(first), value);
 }
 
 // ---- host side -------------------------------------------------------------------------------
@@ -317,33 +337,33 @@ void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
   });
 }
 
-void check_indices(const Tensor& index, int64_t size, const char* op) {
+namespace {
+
+// Queues the deferred check of every element of `index` against `site` (its bound and
+// message) on the current stream of index's device: nothing is waited for.
+void queue_range_check(const Tensor& index, const DeviceCheckSite& site, const char* op) {
   const int64_t n = index.numel();
   if (n == 0) return;
   ::loom::cuda::DeviceGuard guard(index.device());
   const int device = index.device().index;
-  const cudaStream_t stream = current_stream(device);
   const IndexedGeometry g = make_geometry(index.sizes(), 0, index, index, index, op);
-  const Tensor flag = empty({1}, TensorOptions(kInt64).device(index.device()));
-  auto* first_bad = static_cast<unsigned long long*>(flag.data());
-  LOOM_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), stream));  // "none"
+  const DeviceCheckTarget target = device_check_target(device);
+  const DeviceCheckSite stamped = stamp_device_check(device, site);
   dispatch_index(index.dtype(), op, [&]<typename I>() {
-    check_indices_kernel<I><<<grid_size(n, device), kBlockSize, 0, stream>>>(first_bad, ptr<const I>(index), n, size,
-                                                                             g);
+    check_indices_kernel<I><<<grid_size(n, device), kBlockSize, 0, current_stream(device)>>>(
+        target, stamped, ptr<const I>(index), n, g);
     LOOM_CUDA_KERNEL_CHECK();
-    unsigned long long bad_at = 0;
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(&bad_at, first_bad, sizeof(bad_at), cudaMemcpyDeviceToHost, stream));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (bad_at == std::numeric_limits<unsigned long long>::max()) return;
-    // Read the offending value back to name it, as the CPU does.
-    int64_t at, unused1, unused2;
-    g.offsets(int64_t(bad_at), at, unused1, unused2);
-    I value{};
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(&value, ptr<const I>(index) + at, sizeof(I), cudaMemcpyDeviceToHost, stream));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    LOOM_CHECK(false, IndexError, op, ": index ", int64_t(value), " is out of range: expected an index in [0, ",
-               size, ") for a dim of size ", size);
   });
+}
+
+}  // namespace
+
+void check_indices(const Tensor& index, int64_t size, const char* op) {
+  queue_range_check(index, make_device_check_site(DeviceCheckKind::kIndexRange, size, op), op);
+}
+
+void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context) {
+  queue_range_check(target, make_device_check_site(DeviceCheckKind::kClassTarget, classes, op, context), op);
 }
 
 void add_index_kernels(Backend& b) {
@@ -353,6 +373,7 @@ void add_index_kernels(Backend& b) {
   b.scatter_add = &scatter_add;
   b.triangle = &triangle;
   b.check_indices = &check_indices;
+  b.check_class_targets = &check_class_targets;
 }
 
 }  // namespace loom::kernels::cuda

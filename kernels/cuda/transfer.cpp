@@ -6,13 +6,17 @@
 // As in PyTorch, a host <-> device copy returns only when it is done (the stream is
 // synchronized) unless non_blocking is set and the host memory is pinned: then it is
 // merely queued, and the pinned block is kept from reuse until it completes (Note [pinned
-// memory cache]). Copies between GPUs never block the host.
+// memory cache]). Copies between GPUs never block the host. A copy that waited reports a
+// failed deferred check (Note [deferred device checks] in kernels/device_check.h): that is
+// how Tensor::item() and to_vector() raise it.
 #include <cuda_runtime.h>
 
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/cuda/device_check.cuh"
+#include "kernels/cuda/host_sync.h"
 
 namespace loom::cuda::detail {
 void record_pinned_use(const void* ptr, void* stream);  // kernels/cuda/cuda_allocator.cpp
@@ -50,7 +54,8 @@ void copy_host_device(const Tensor& dst, const Tensor& src, size_t bytes, bool n
   if (non_blocking && host.is_pinned()) {
     loom::cuda::detail::record_pinned_use(host.impl()->storage->data(), stream);
   } else {
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    synchronize_stream(stream);
+    raise_device_check_failure(device, to_device ? "a blocking copy to the GPU" : "a copy from the GPU to the host");
   }
 }
 

@@ -1,0 +1,47 @@
+// transformer_classification's model: Embedding + learned positions -> TransformerEncoder
+// (pre-norm, padding masks from the lengths) -> mean over each text's own tokens -> Linear,
+// as a PyTorch script builds it from nn.TransformerEncoder. Shared with the tests that
+// train it on a GPU.
+#pragma once
+
+#include "loom.h"
+
+namespace examples {
+
+struct TransformerClassifier : loom::nn::Module {
+  TransformerClassifier(int64_t vocab, int64_t d_model, int64_t heads, int64_t layers, int64_t feedforward,
+                        int64_t classes, double dropout)
+      : embedding(register_module("embedding",
+                                  loom::nn::Embedding(loom::nn::EmbeddingOptions(vocab, d_model).padding_idx(0)))),
+        positions(register_module("positions",
+                                  loom::nn::PositionalEncoding(d_model, kMaxPositions, /*learned=*/true, dropout))),
+        encoder(register_module("encoder",
+                                loom::nn::TransformerEncoder(loom::nn::TransformerEncoderLayerOptions(d_model, heads)
+                                                                 .dim_feedforward(feedforward)
+                                                                 .dropout(dropout)
+                                                                 .batch_first(true)
+                                                                 .norm_first(true),
+                                                             layers, loom::nn::LayerNorm(d_model)))),
+        fc(register_module("fc", loom::nn::Linear(d_model, classes))) {}
+
+  // tokens (B, T) int64 on the model's device; lengths (B) int64, anywhere: from pinned
+  // memory (a DataLoader's pinned batch) they reach a GPU without the host waiting.
+  loom::Tensor forward(const loom::Tensor& tokens, const loom::Tensor& lengths_in) {
+    using namespace loom;
+    const int64_t b = tokens.size(0), t = tokens.size(1);
+    const Device device = tokens.device();
+    const Tensor lengths = lengths_in.to(device, /*non_blocking=*/true);
+    const Tensor padding = arange(t, TensorOptions(kInt64).device(device)).reshape({1, t}).ge(lengths.reshape({b, 1}));
+    Tensor h = encoder(positions(embedding(tokens)), Tensor(), padding);       // (B, T, d); padding (B, T)
+    const Tensor valid = padding.logical_not().unsqueeze(2).to(h.dtype());     // (B, T, 1)
+    return fc((h * valid).sum(1) / lengths.unsqueeze(1).to(h.dtype()));       // (B, classes)
+  }
+
+  static constexpr int64_t kMaxPositions = 512;
+  loom::nn::Embedding embedding;
+  loom::nn::PositionalEncoding positions;
+  loom::nn::TransformerEncoder encoder;
+  loom::nn::Linear fc;
+};
+
+}  // namespace examples
