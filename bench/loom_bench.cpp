@@ -3,7 +3,7 @@
 // which runs the same models in PyTorch):
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
-//              [--float-gemm onednn|eigen] [WORKLOAD ...]
+//              [--float-gemm onednn|eigen] [--profile DIR] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -30,6 +30,12 @@
 // that reads them many times slower (docs/benchmarks.md).
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
+// --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
+// workload, <workload>.<ms>.pt.trace.json (TensorBoard's profile plugin, Chrome, Perfetto), the
+// .timeline.html page and the .key_averages.txt table into DIR; the table goes to stderr, and
+// the JSON line gains profile_events_per_step and profile_named_fraction (the share of the
+// steps' wall time inside named events, StepCoverage). Its ms_per_step is then the profiled
+// steps' (docs/profiling.md measures the profiler's cost with it).
 #include <cxxabi.h>
 #include <sys/resource.h>
 
@@ -253,7 +259,33 @@ const std::vector<Workload>& workloads() {
 
 // ---- running -----------------------------------------------------------------------------------
 
-void run(const Workload& w, Device device, int steps, bool flush_denormal, const std::string& amp) {
+// The measured steps under a Profile: the first kWarmupSteps calls of step() are waited out, the
+// next `steps` recorded, each a ProfilerStep#N.
+std::unique_ptr<profiler::Profile> start_profile(const std::string& dir, int steps) {
+  if (dir.empty()) return nullptr;
+  return std::make_unique<profiler::Profile>(profiler::ProfileOptions{
+      .profile_memory = true, .schedule = profiler::Schedule{.wait = kWarmupSteps, .active = steps}});
+}
+
+// Writes the profile's files and table; the JSON fields that report it.
+std::string finish_profile(profiler::Profile& prof, const std::string& dir, const Workload& w, int steps) {
+  prof.stop();
+  const std::string worker =
+      w.data_parallel ? std::string(w.name) + "_rank" + std::to_string(distributed::get_rank()) : std::string(w.name);
+  profiler::tensorboard_trace_handler(dir, worker)(prof);
+  const profiler::KeyAverages averages = prof.key_averages();
+  std::fprintf(stderr, "loom-bench: %s profile (%s)\n%s", w.name, dir.c_str(),
+               averages.table({.sort_by = "self_cpu_time_total", .row_limit = 25}).c_str());
+  size_t events = 0;
+  for (const profiler::Event& e : prof.events().events) events += e.kind != profiler::EventKind::Step;
+  char fields[160];
+  std::snprintf(fields, sizeof fields, ",\"profile_events_per_step\":%.1f,\"profile_named_fraction\":%.4f",
+                double(events) / steps, averages.steps().fraction());
+  return fields;
+}
+
+void run(const Workload& w, Device device, int steps, bool flush_denormal, const std::string& amp,
+         const std::string& profile_dir) {
   steps = steps > 0 ? steps : w.default_steps;
   CountingAllocator* memory = count_allocations(device);
   // cuBLAS's handle and workspace are made on the first GEMM: make them now, so that the
@@ -270,8 +302,12 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
       amp == "bf16" ? std::optional<DType>(kBFloat16) : amp == "fp16" ? std::optional<DType>(kFloat16) : std::nullopt;
   amp::GradScaler scaler({.enabled = amp == "fp16"});
   double loss = 0;
+  std::unique_ptr<profiler::Profile> prof = start_profile(profile_dir, steps);
+  int calls = 0;
   const double seconds = bench::median_seconds(
       [&] {
+        // A step ends when the next begins (so the last one's writing is outside the timings).
+        if (prof && calls++ > 0) prof->step();
         adam.zero_grad();
         Tensor l;
         {
@@ -287,6 +323,7 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
   // The fields only some runs have: peak_mem_bytes, and the data-parallel ones.
   std::string optional_fields =
       memory ? ",\"peak_mem_bytes\":" + std::to_string(memory->peak_since_reset()) : std::string();
+  if (prof) optional_fields += finish_profile(*prof, profile_dir, w, steps);
   // A data-parallel step is every rank's: rank 0 reports, with the samples of all ranks.
   const int ranks = w.data_parallel ? distributed::get_world_size() : 1;
   if (w.data_parallel && distributed::get_rank() != 0) return;
@@ -329,7 +366,7 @@ std::string error_kind(const Error& e) {
 [[noreturn]] void usage(const char* argv0, const std::string& problem) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
-               "       [--float-gemm onednn|eigen] [WORKLOAD ...]\n"
+               "       [--float-gemm onednn|eigen] [--profile DIR] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -349,7 +386,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu";
   int steps = 0, threads = 0;
   bool flush_denormal = false;
-  std::string amp;
+  std::string amp, profile_dir;
   std::vector<const Workload*> selected;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -369,6 +406,8 @@ int main(int argc, char** argv) {
       const std::string g = argv[++i];
       if (g != "onednn" && g != "eigen") usage(argv[0], "--float-gemm expects onednn or eigen, got '" + g + "'");
       kernels::cpu::force_float_gemm(g == "eigen" ? kernels::cpu::FloatGemm::Eigen : kernels::cpu::FloatGemm::OneDnn);
+    } else if (arg == "--profile" && has_value) {
+      profile_dir = argv[++i];
     } else if (arg == "-h" || arg == "--help") {
       usage(argv[0], "the training-step benchmarks of shared/workloads.md");
     } else if (const Workload* w = find_workload(arg)) {
@@ -388,7 +427,7 @@ int main(int argc, char** argv) {
                ": Loom was built without CUDA support (configure with -DLOOM_ENABLE_CUDA=ON or the 'cuda' preset)");
     if (threads > 0) set_num_threads(threads);
     if (flush_denormal) flush_denormals();
-    for (const Workload* w : selected) run(*w, device, steps, flush_denormal, amp);
+    for (const Workload* w : selected) run(*w, device, steps, flush_denormal, amp, profile_dir);
   } catch (const Error& e) {
     std::fprintf(stderr, "loom-bench: %s: %s\n", error_kind(e).c_str(), e.what());
     return 1;

@@ -14,6 +14,7 @@
 #include "amp_option.h"
 #include "keep_best.h"
 #include "loom.h"
+#include "profile_option.h"
 #include "text_task.h"
 
 namespace examples {
@@ -40,6 +41,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   std::string tensorboard_dir;  // --tensorboard: empty for none
   KeepBestOptions keep_best;
   AmpOption amp_option;
+  ProfileOption profile;
   int threads = 0;
   size_t workers = 2, accum_steps = 1;
   bool smoke_test = false;
@@ -60,6 +62,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
+  profile.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -87,6 +90,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     train::EarlyStopping stopper = keep_best.stopper();
+    std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int epoch = 0; epoch < p.epochs && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
       double loss_sum = 0, seen = 0;
@@ -113,6 +117,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
         loss_sum += loss.item<double>() * n;
         seen += n;
         tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());
+        profile_step(prof);
       }
       summary.end_epoch(tokens);
       test = evaluate(test_loader, *model, device);

@@ -2,6 +2,7 @@
 // kernels/backend.h): each checks what holds on every device — its operands share one
 // device, above all — once, and calls that device's backend.
 #include "kernels/backend.h"
+#include "kernels/recorded_kernel.h"
 #include "kernels/rnn_layer_check.h"
 
 namespace loom::kernels {
@@ -18,12 +19,16 @@ const Backend& route(const char* op, std::initializer_list<const Tensor*> operan
   return backend_for(device, op);
 }
 
-// The slot of `b` for `op`, or a DeviceError when the backend has no such kernel.
+// The slot of `b` for `op`, or a DeviceError when the backend has no such kernel. Every
+// kernel call goes through here, so this is where the profiler sees each op (a
+// RecordedKernel calls the slot as it is while no Profile records): `op` is its event's
+// name, so it must be a string literal (an entry point given its caller's name for messages
+// passes its own name here).
 template <typename F>
-F slot(const Backend& b, F Backend::*kernel, const char* op) {
+RecordedKernel<F> slot(const Backend& b, F Backend::*kernel, const char* op) {
   F f = b.*kernel;
   LOOM_CHECK(f != nullptr, DeviceError, op, ": the ", b.name, " backend of this build has no kernel for it");
-  return f;
+  return {f, op};
 }
 
 // What a fused optimizer update reads: `what` defined, contiguous, on p's device, of p's
@@ -258,7 +263,7 @@ void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
 }
 
 void check_indices(const Tensor& index, int64_t size, const char* op) {
-  slot(route(op, {&index}), &Backend::check_indices, op)(index, size, op);
+  slot(route(op, {&index}), &Backend::check_indices, "check_indices")(index, size, op);
 }
 
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
@@ -293,17 +298,17 @@ RNNStackGrads rnn_stack_backward(const RNNStackSaved& saved, const Tensor& x, co
 
 void sgd_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 1>& states,
                 const SgdMath<double>& math) {
-  slot(route_update(op, p, g, states), &Backend::sgd_update, op)(op, p, g, states, math);
+  slot(route_update(op, p, g, states), &Backend::sgd_update, "sgd_update")(op, p, g, states, math);
 }
 
 void adam_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
                  const AdamMath<double>& math) {
-  slot(route_update(op, p, g, states), &Backend::adam_update, op)(op, p, g, states, math);
+  slot(route_update(op, p, g, states), &Backend::adam_update, "adam_update")(op, p, g, states, math);
 }
 
 void rmsprop_update(const char* op, const Tensor& p, const Tensor& g, const std::array<Tensor, 3>& states,
                     const RmspropMath<double>& math) {
-  slot(route_update(op, p, g, states), &Backend::rmsprop_update, op)(op, p, g, states, math);
+  slot(route_update(op, p, g, states), &Backend::rmsprop_update, "rmsprop_update")(op, p, g, states, math);
 }
 
 // The gradient scaler's (1,) float32 / int32 operand.

@@ -21,6 +21,7 @@ std::vector<Optimizer::StateBuffer> Adam::state_buffers() const {
 }
 
 void Adam::step() {
+  const profiler::ScopedEvent event = step_event();
   NoGradGuard no_grad;
   ++step_count_;
   for_each_param([&](size_t i, Tensor& p, ParamGroup& group) {

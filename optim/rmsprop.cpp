@@ -18,6 +18,7 @@ std::vector<Optimizer::StateBuffer> RMSprop::state_buffers() const {
 }
 
 void RMSprop::step() {
+  const profiler::ScopedEvent event = step_event();
   NoGradGuard no_grad;
   ++step_count_;
   for_each_param([&](size_t i, Tensor& p, ParamGroup& group) {

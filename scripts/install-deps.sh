@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Installs Loom's build dependencies with apt-get (Debian/Ubuntu), and the Python tools of
-# the tests (TensorBoard, from PyPI) in a virtual environment at .venv-tools/. Idempotent:
+# the tests (TensorBoard and its profile plugin, from PyPI) in a virtual environment at
+# .venv-tools/. Idempotent:
 # does nothing when everything is present, and runs `apt-get update` only if something is
 # missing. Works as root, or through sudo otherwise.
+#
+#   scripts/install-deps.sh          # what the build and the tests need
+#   scripts/install-deps.sh --docs   # and what the docs' pictures need: headless Chromium
+#                                    # (scripts/screenshot.sh)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -16,6 +21,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 packages=(cmake ninja-build g++ ccache libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
           clang-14 libclang-rt-14-dev python3 python3-torch python3-venv libgloo-dev libdnnl-dev
           iproute2)
+# --docs: Debian's headless Chromium and a font for it, which take the screenshots of pages
+# Loom writes (the profiler's timeline in docs/profiling.md). Not needed to build or test.
+if [ "${1:-}" = "--docs" ]; then
+  packages+=(chromium-headless-shell fonts-dejavu-core)
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--docs]" >&2
+  exit 2
+fi
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {
@@ -28,20 +41,23 @@ check_cmake() {
 }
 
 # .venv-tools/: PyPI's tensorboard for the CTest test tensorboard_reader, which reads Loom's
-# event files with TensorBoard's own EventAccumulator (tests/tensorboard/read_events.py).
+# event files with TensorBoard's own EventAccumulator (tests/tensorboard/read_events.py), and
+# its profile plugin torch-tb-profiler for tensorboard_profile_reader, which loads Loom's
+# profiler traces with the plugin's RunLoader (tests/profiler/read_trace.py).
 # Made with Debian's python3; kept when it exists and imports fine, remade otherwise.
 venv=.venv-tools
+tools_imports='import tensorboard.backend.event_processing.event_accumulator, torch_tb_profiler.profiler'
 tools_venv() {
-  if [ -x "$venv/bin/python" ] &&
-     "$venv/bin/python" -c 'import tensorboard.backend.event_processing.event_accumulator' 2>/dev/null; then
-    echo "install-deps: $venv has tensorboard $("$venv/bin/python" -c 'import tensorboard; print(tensorboard.__version__)')"
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$tools_imports" 2>/dev/null; then
+    echo "install-deps: $venv has tensorboard $("$venv/bin/python" -c 'import tensorboard; print(tensorboard.__version__)')" \
+         "and torch-tb-profiler"
     return
   fi
-  echo "install-deps: making $venv with tensorboard from PyPI"
+  echo "install-deps: making $venv with tensorboard and torch-tb-profiler from PyPI"
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check tensorboard
-  "$venv/bin/python" -c 'import tensorboard.backend.event_processing.event_accumulator'
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check tensorboard torch-tb-profiler
+  "$venv/bin/python" -c "$tools_imports"
 }
 
 missing=()
