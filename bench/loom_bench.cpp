@@ -33,9 +33,10 @@
 // --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
 // workload, <workload>.<ms>.pt.trace.json (TensorBoard's profile plugin, Chrome, Perfetto), the
 // .timeline.html page and the .key_averages.txt table into DIR; the table goes to stderr, and
-// the JSON line gains profile_events_per_step and profile_named_fraction (the share of the
-// steps' wall time inside named events, StepCoverage). Its ms_per_step is then the profiled
-// steps' (docs/profiling.md measures the profiler's cost with it).
+// the JSON line gains profile_events_per_step, profile_named_fraction (the share of the steps'
+// wall time inside named events, StepCoverage) and, on a GPU, profile_gpu_ms_per_step (the GPU
+// time of a step's ops). Its ms_per_step is then the profiled steps' (docs/profiling.md measures
+// the profiler's cost with it).
 #include <cxxabi.h>
 #include <sys/resource.h>
 
@@ -278,9 +279,12 @@ std::string finish_profile(profiler::Profile& prof, const std::string& dir, cons
                averages.table({.sort_by = "self_cpu_time_total", .row_limit = 25}).c_str());
   size_t events = 0;
   for (const profiler::Event& e : prof.events().events) events += e.kind != profiler::EventKind::Step;
-  char fields[160];
-  std::snprintf(fields, sizeof fields, ",\"profile_events_per_step\":%.1f,\"profile_named_fraction\":%.4f",
-                double(events) / steps, averages.steps().fraction());
+  char fields[200];
+  const int n = std::snprintf(fields, sizeof fields, ",\"profile_events_per_step\":%.1f,\"profile_named_fraction\":%.4f",
+                              double(events) / steps, averages.steps().fraction());
+  if (averages.steps().gpu_ns > 0)
+    std::snprintf(fields + n, sizeof fields - size_t(n), ",\"profile_gpu_ms_per_step\":%.3f",
+                  double(averages.steps().gpu_ns) / 1e6 / steps);
   return fields;
 }
 

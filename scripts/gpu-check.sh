@@ -89,6 +89,11 @@ echo "== benchmarks ($(left) s left)"
 : >"$out/workloads.jsonl"
 [ -x build/gpu/bench/loom-bench ] && budgeted 90 build/gpu/bench/loom-bench --device cuda | tee -a "$out/workloads.jsonl"
 budgeted 90 python3 bench/torch_workloads.py --device cuda | tee -a "$out/workloads.jsonl"
+# Two of them under the profiler (docs/profiling.md): the trace, timeline and table of their
+# measured steps come back in $out/profile, and the JSON lines say how much of a step's time its
+# ops' GPU spans cover (profile_gpu_ms_per_step beside ms_per_step).
+[ -x build/gpu/bench/loom-bench ] && budgeted 60 build/gpu/bench/loom-bench --device cuda --steps 5 \
+  --profile "$out/profile" lstm-sentiment transformer-small 2>"$out/profile-tables.txt" | tee "$out/profile.jsonl"
 # The CPU-vs-GPU epoch table of the flagship (docs/benchmarks.md), on a subset to fit the time.
 OUT="$out/epoch-table" budgeted 120 bash scripts/epoch-table.sh --no-build --epochs 2 --train-limit 4096 \
   --cpu-build build/gpu --cuda-build build/gpu > "$out/epoch-table.txt" 2>&1 || echo "epoch table: failed (rc $?)" >> "$out/epoch-table.txt"

@@ -45,8 +45,8 @@ Profile::Phase Profile::phase_at(int64_t step) const {
 // starts `next`'s.
 void Profile::enter(Phase next) {
   if (recording_) {
+    recording_ = false;  // even if reading the GPU's events throws: the session is over
     Recording r = detail::stop();
-    recording_ = false;
     if (phase_ == Phase::Active) recorded_ = std::move(r);
   }
   phase_ = next;

@@ -65,15 +65,26 @@ std::vector<EventStats> analyze(const Recording& r) {
 
 StepCoverage step_coverage(const Recording& r) {
   StepCoverage c;
-  std::unordered_map<uint64_t, size_t> steps;  // step id -> position
-  for (size_t i = 0; i < r.events.size(); ++i) {
-    if (r.events[i].kind != EventKind::Step) continue;
-    steps.emplace(r.events[i].id, i);
+  std::unordered_map<uint64_t, const Event*> by_id;
+  for (const Event& e : r.events) {
+    by_id.emplace(e.id, &e);
+    if (e.kind != EventKind::Step) continue;
     ++c.steps;
-    c.wall_ns += r.events[i].duration_ns();
+    c.wall_ns += e.duration_ns();
   }
-  for (const Event& e : r.events)
-    if (e.parent != 0 && steps.count(e.parent)) c.named_ns += e.duration_ns();
+  const auto parent = [&](const Event& e) -> const Event* {
+    auto it = by_id.find(e.parent);
+    return e.parent != 0 && it != by_id.end() ? it->second : nullptr;
+  };
+  const std::vector<EventStats> stats = analyze(r);
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    const Event& e = r.events[i];
+    const Event* p = parent(e);
+    if (p && p->kind == EventKind::Step) c.named_ns += e.duration_ns();
+    if (!e.has_gpu_time()) continue;
+    while (p && p->kind != EventKind::Step) p = parent(*p);
+    if (p) c.gpu_ns += stats[i].self_cuda_ns;
+  }
   return c;
 }
 
@@ -247,11 +258,15 @@ std::string KeyAverages::table(const TableOptions& options) const {
   out += "Self CPU time total: " + format_time(self_cpu_total_) + "\n";
   if (has_cuda_) out += "Self CUDA time total: " + format_time(self_cuda_total_) + "\n";
   if (steps_.steps > 0) {
-    char line[160];
-    std::snprintf(line, sizeof line,
-                  "Steps: %" PRId64 ", %s each on average; %.1f%% of their wall time is inside named events\n",
-                  steps_.steps, format_time(steps_.wall_ns / steps_.steps).c_str(), 100.0 * steps_.fraction());
+    char line[240];
+    const int n =
+        std::snprintf(line, sizeof line, "Steps: %" PRId64 ", %s each on average; %.1f%% of their wall time is inside named events",
+                      steps_.steps, format_time(steps_.wall_ns / steps_.steps).c_str(), 100.0 * steps_.fraction());
+    if (has_cuda_)
+      std::snprintf(line + n, sizeof line - size_t(n), "; their ops' GPU time: %s each",
+                    format_time(steps_.gpu_ns / steps_.steps).c_str());
     out += line;
+    out += "\n";
   }
   return out;
 }

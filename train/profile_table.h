@@ -60,12 +60,14 @@ struct TableOptions {
   size_t max_name_column_width = 55;
 };
 
-// Of each step (a scheduled Profile's ProfilerStep#N): its wall time, and how much of it is
-// inside the named events directly under it (the ops, backward nodes, optimizer steps ...).
+// Of each step (a scheduled Profile's ProfilerStep#N): its wall time, how much of it is inside
+// the named events directly under it (the ops, backward nodes, optimizer steps ...), and the GPU
+// time of the ops called in it (each op's own, so a nested op's time is not counted twice).
 struct StepCoverage {
   int64_t steps = 0;
   int64_t wall_ns = 0;   // all steps together
   int64_t named_ns = 0;  // inside their children
+  int64_t gpu_ns = 0;    // of their ops on a GPU
   double fraction() const { return wall_ns > 0 ? double(named_ns) / double(wall_ns) : 0; }
 };
 StepCoverage step_coverage(const Recording& r);

@@ -71,7 +71,8 @@ def main():
         check(kernel_calls == recorded["gpu_ops"], f"kernel view: {kernel_calls} kernel calls, recorded {recorded['gpu_ops']}")
         total_column = [c["name"] for c in profile.kernel_table["data"]["columns"]].index("Total Duration (us)")
         kernel_us = sum(r[total_column] for r in kernels)
-        check(abs(kernel_us - recorded["gpu_us"]) <= 0.01 * recorded["gpu_us"] + 1,
+        # The view rounds each name's total to a whole microsecond.
+        check(abs(kernel_us - recorded["gpu_us"]) <= 0.01 * recorded["gpu_us"] + 0.5 * len(kernels),
               f"kernel view: {kernel_us:.3f} us of kernels, recorded {recorded['gpu_us']:.3f} us")
         gpu_ops = [r for r in rows if r.get("device_total_duration", 0) > 0]
         check(len(gpu_ops) > 0, "operator view: GPU time attributed to ops")
