@@ -117,6 +117,22 @@ TEST_CASE("profiler: router ops by name, device, thread and input shapes", "[pro
   REQUIRE(&only(r, "loom::sum") < &only(r, "loom::add"));
 }
 
+TEST_CASE("profiler: key_averages grouped by input shape", "[profiler]") {
+  Tensor small = test::random_nonzero({2, 3}), large = test::random_nonzero({5, 7});
+  Profile prof({.record_shapes = true});
+  for (int i = 0; i < 3; ++i) small.relu();
+  large.relu();
+  prof.stop();
+  REQUIRE(prof.key_averages().rows().size() == 1);
+  REQUIRE(prof.key_averages().rows()[0].count == 4);
+  const KeyAverages by_shape = prof.key_averages(/*group_by_input_shape=*/true);
+  REQUIRE(by_shape.rows().size() == 2);
+  std::map<std::string, int64_t> calls;
+  for (const EventAverage& a : by_shape.rows()) calls[a.input_shapes] = a.count;
+  REQUIRE(calls == std::map<std::string, int64_t>{{"[[2, 3], [2, 3], [], [], []]", 3}, {"[[5, 7], [5, 7], [], [], []]", 1}});
+  REQUIRE_THAT(by_shape.table(), Catch::Contains("Input Shapes") && Catch::Contains("[[5, 7], [5, 7], [], [], []]"));
+}
+
 TEST_CASE("profiler: nested ranges and ops: parents, self and total times against the test's clock", "[profiler]") {
   Tensor a = test::random_nonzero({32, 32});
   Profile prof;
