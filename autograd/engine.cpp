@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <queue>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -10,6 +11,7 @@
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
+#include "core/profiler.h"
 
 namespace loom {
 namespace {
@@ -37,6 +39,20 @@ void check_anomaly(const Node& node, size_t i, const Tensor& g) {
                " returned a gradient containing ", std::isnan(v) ? "NaN" : "Inf", " for input ", i,
                " (shape ", shape_str(g.sizes()), ")");
   }
+}
+
+// A node's name as PyTorch's profiler shows it: "MulBackward0" for Loom's "MulBackward" (PyTorch
+// numbers the backward nodes of an op's overloads; Loom has one per op, the 0th), and
+// "torch::autograd::AccumulateGrad". Interned once per name and thread.
+const char* profiler_name(const Node& node) {
+  thread_local std::unordered_map<std::string, const char*> names;
+  std::string name = node.name();
+  auto it = names.find(name);
+  if (it != names.end()) return it->second;
+  std::string shown = name;
+  if (shown == "AccumulateGrad") shown = "torch::autograd::AccumulateGrad";
+  else if (shown.size() > 8 && shown.compare(shown.size() - 8, 8, "Backward") == 0) shown += "0";
+  return names.emplace(std::move(name), profiler::intern(shown)).first->second;
 }
 
 struct Capture {
@@ -143,8 +159,13 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
       }
       if (is_accumulator) continue;
     }
-    std::vector<Tensor> outputs = node->apply(std::move(grads));
-    if (!retain_graph) node->release_variables();
+    std::vector<Tensor> outputs;
+    {
+      const profiler::ScopedEvent event(profiler::is_recording() ? profiler_name(*node) : "",
+                                        profiler::EventKind::BackwardNode);
+      outputs = node->apply(std::move(grads));
+      if (!retain_graph) node->release_variables();
+    }
     if (is_accumulator) continue;
     const auto& edges = node->next_edges();
     LOOM_CHECK(outputs.size() == edges.size(), InternalError, "autograd: ", node->name(),

@@ -3,7 +3,7 @@
 // which runs the same models in PyTorch):
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
-//              [--float-gemm onednn|eigen] [--cuda-graph] [WORKLOAD ...]
+//              [--float-gemm onednn|eigen] [--cuda-graph] [--profile DIR] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -33,6 +33,13 @@
 // (false where capture was refused: the reason goes to stderr).
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
+// --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
+// workload, <workload>.<ms>.pt.trace.json (TensorBoard's profile plugin, Chrome, Perfetto), the
+// .timeline.html page and the .key_averages.txt table into DIR; the table goes to stderr, and
+// the JSON line gains profile_events_per_step, profile_named_fraction (the share of the steps'
+// wall time inside named events, StepCoverage) and, on a GPU, profile_gpu_ms_per_step (the GPU
+// time of a step's ops). Its ms_per_step is then the profiled steps' (docs/profiling.md measures
+// the profiler's cost with it).
 #include <cxxabi.h>
 #include <sys/resource.h>
 
@@ -263,8 +270,47 @@ const std::vector<Workload>& workloads() {
 
 // ---- running -----------------------------------------------------------------------------------
 
-void run(const Workload& w, Device device, int steps, bool flush_denormal, const std::string& amp, bool cuda_graph) {
-  steps = steps > 0 ? steps : w.default_steps;
+// The measured steps under a Profile: the first kWarmupSteps calls of step() are waited out, the
+// next `steps` recorded, each a ProfilerStep#N.
+std::unique_ptr<profiler::Profile> start_profile(const std::string& dir, int steps) {
+  if (dir.empty()) return nullptr;
+  return std::make_unique<profiler::Profile>(profiler::ProfileOptions{
+      .profile_memory = true, .schedule = profiler::Schedule{.wait = kWarmupSteps, .active = steps}});
+}
+
+// Writes the profile's files and table; the JSON fields that report it.
+std::string finish_profile(profiler::Profile& prof, const std::string& dir, const Workload& w, int steps) {
+  prof.stop();
+  const std::string worker =
+      w.data_parallel ? std::string(w.name) + "_rank" + std::to_string(distributed::get_rank()) : std::string(w.name);
+  profiler::tensorboard_trace_handler(dir, worker)(prof);
+  const profiler::KeyAverages averages = prof.key_averages();
+  std::fprintf(stderr, "loom-bench: %s profile (%s)\n%s", w.name, dir.c_str(),
+               averages.table({.sort_by = "self_cpu_time_total", .row_limit = 25}).c_str());
+  size_t events = 0;
+  for (const profiler::Event& e : prof.events().events) events += e.kind != profiler::EventKind::Step;
+  char fields[200];
+  const int n = std::snprintf(fields, sizeof fields, ",\"profile_events_per_step\":%.1f,\"profile_named_fraction\":%.4f",
+                              double(events) / steps, averages.steps().fraction());
+  if (averages.steps().gpu_ns > 0)
+    std::snprintf(fields + n, sizeof fields - size_t(n), ",\"profile_gpu_ms_per_step\":%.3f",
+                  double(averages.steps().gpu_ns) / 1e6 / steps);
+  return fields;
+}
+
+// What the command line asks of every workload's run.
+struct RunOptions {
+  int steps = 0;  // 0: the workload's default
+  bool flush_denormal = false;
+  std::string amp;          // "", "bf16" or "fp16"
+  bool cuda_graph = false;  // --cuda-graph
+  std::string profile_dir;  // --profile DIR; empty: not profiled
+};
+
+void run(const Workload& w, Device device, const RunOptions& options) {
+  const std::string& amp = options.amp;
+  const bool flush_denormal = options.flush_denormal;
+  const int steps = options.steps > 0 ? options.steps : w.default_steps;
   CountingAllocator* memory = count_allocations(device);
   // cuBLAS's handle and workspace are made on the first GEMM: make them now, so that the
   // first workload is not charged for them (peak_mem_bytes counts the workload's tensors).
@@ -275,10 +321,13 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
   if (memory) memory->reset_peak();
   manual_seed(0);
   Task task = w.make(device);
-  optim::Adam adam(task.model->parameters(), optim::AdamOptions(1e-3));
+  // Graphed, Adam keeps its step counts and learning rate on the device (capturable): the
+  // replays would otherwise repeat the captured step's bias correction.
+  optim::Adam adam(task.model->parameters(), optim::AdamOptions(1e-3).capturable(options.cuda_graph && device.is_cuda()));
   const std::optional<DType> amp_dtype =
       amp == "bf16" ? std::optional<DType>(kBFloat16) : amp == "fp16" ? std::optional<DType>(kFloat16) : std::nullopt;
   amp::GradScaler scaler({.enabled = amp == "fp16"});
+  std::unique_ptr<profiler::Profile> prof = start_profile(options.profile_dir, steps);
   // --cuda-graph: the step is captured on the second warm-up step and replayed from then on
   // (train::GraphedStep); where it cannot be, it runs eagerly and says why on stderr.
   train::GraphedStep step(
@@ -294,16 +343,20 @@ void run(const Workload& w, Device device, int steps, bool flush_denormal, const
         scaler.update();
         return l;
       },
-      train::GraphedStepOptions().with_enabled(cuda_graph).with_warmup_steps(kWarmupSteps - 1));
+      train::GraphedStepOptions().with_enabled(options.cuda_graph).with_warmup_steps(kWarmupSteps - 1));
   double loss = 0;
+  int calls = 0;
   const double seconds = bench::median_seconds(
       [&] {
+        // A profiled step ends when the next begins (so the last one's writing is outside the timings).
+        if (prof && calls++ > 0) prof->step();
         loss = step(task.inputs).item<double>();  // on CUDA this copy waits for the step's kernels
       },
       kWarmupSteps, steps);
   // The fields only some runs have: peak_mem_bytes, and the data-parallel ones.
   std::string optional_fields =
       memory ? ",\"peak_mem_bytes\":" + std::to_string(memory->peak_since_reset()) : std::string();
+  if (prof) optional_fields += finish_profile(*prof, options.profile_dir, w, steps);
   // A data-parallel step is every rank's: rank 0 reports, with the samples of all ranks.
   const int ranks = w.data_parallel ? distributed::get_world_size() : 1;
   if (w.data_parallel && distributed::get_rank() != 0) return;
@@ -347,7 +400,7 @@ std::string error_kind(const Error& e) {
 [[noreturn]] void usage(const char* argv0, const std::string& problem) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
-               "       [--float-gemm onednn|eigen] [--cuda-graph] [WORKLOAD ...]\n"
+               "       [--float-gemm onednn|eigen] [--cuda-graph] [--profile DIR] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -365,10 +418,8 @@ int positive_int(const char* flag, const char* value, const char* argv0) {
 
 int main(int argc, char** argv) {
   std::string device_name = "cpu";
-  int steps = 0, threads = 0;
-  bool flush_denormal = false;
-  std::string amp;
-  bool cuda_graph = false;
+  int threads = 0;
+  RunOptions options;
   std::vector<const Workload*> selected;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -376,20 +427,23 @@ int main(int argc, char** argv) {
     if (arg == "--device" && has_value) {
       device_name = argv[++i];
     } else if (arg == "--steps" && has_value) {
-      steps = positive_int("--steps", argv[++i], argv[0]);
+      options.steps = positive_int("--steps", argv[++i], argv[0]);
     } else if (arg == "--threads" && has_value) {
       threads = positive_int("--threads", argv[++i], argv[0]);
     } else if (arg == "--amp" && has_value) {
-      amp = argv[++i];
-      if (amp != "bf16" && amp != "fp16") usage(argv[0], "--amp expects bf16 or fp16, got '" + amp + "'");
+      options.amp = argv[++i];
+      if (options.amp != "bf16" && options.amp != "fp16")
+        usage(argv[0], "--amp expects bf16 or fp16, got '" + options.amp + "'");
     } else if (arg == "--flush-denormal") {
-      flush_denormal = true;
+      options.flush_denormal = true;
     } else if (arg == "--cuda-graph") {
-      cuda_graph = true;
+      options.cuda_graph = true;
     } else if (arg == "--float-gemm" && has_value) {
       const std::string g = argv[++i];
       if (g != "onednn" && g != "eigen") usage(argv[0], "--float-gemm expects onednn or eigen, got '" + g + "'");
       kernels::cpu::force_float_gemm(g == "eigen" ? kernels::cpu::FloatGemm::Eigen : kernels::cpu::FloatGemm::OneDnn);
+    } else if (arg == "--profile" && has_value) {
+      options.profile_dir = argv[++i];
     } else if (arg == "-h" || arg == "--help") {
       usage(argv[0], "the training-step benchmarks of shared/workloads.md");
     } else if (const Workload* w = find_workload(arg)) {
@@ -408,8 +462,8 @@ int main(int argc, char** argv) {
     LOOM_CHECK(!device.is_cuda() || built_with_cuda() || cuda::emulated(), DeviceError, "--device ", device_name,
                ": Loom was built without CUDA support (configure with -DLOOM_ENABLE_CUDA=ON or the 'cuda' preset)");
     if (threads > 0) set_num_threads(threads);
-    if (flush_denormal) flush_denormals();
-    for (const Workload* w : selected) run(*w, device, steps, flush_denormal, amp, cuda_graph);
+    if (options.flush_denormal) flush_denormals();
+    for (const Workload* w : selected) run(*w, device, options);
   } catch (const Error& e) {
     std::fprintf(stderr, "loom-bench: %s: %s\n", error_kind(e).c_str(), e.what());
     return 1;

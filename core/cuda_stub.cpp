@@ -3,6 +3,9 @@
 // device is on (core/cuda_emulation.h): then cuda:0 exists, its work is done by the time
 // it is queued (so synchronizing and streams are no-ops), and its memory stats count the
 // emulated allocations. Compiled only in such a build (CMakeLists.txt).
+#include <chrono>
+#include <cstdint>
+
 #include "core/allocator.h"
 #include "core/cuda.h"
 #include "core/cuda_emulation.h"
@@ -93,24 +96,48 @@ bool Stream::query() const { return emulated_device(device_, "Stream::query") ==
 StreamGuard::StreamGuard(const Stream& stream) { emulated_device(stream.device(), "StreamGuard"); }
 StreamGuard::~StreamGuard() = default;
 
-Event::Event(bool enable_timing) : timing_(enable_timing), device_(emulated_device(-1, "Event")) {}
-Event::~Event() = default;
+// The emulated device's work is done by the time it is queued, so an event completes when it
+// is recorded: it holds the host's steady-clock time of its last record() (in handle_), and
+// elapsed_ms is the host time between two records, as the profiler's GPU timing reads it.
+namespace {
+int64_t* recorded_at(void* handle) { return static_cast<int64_t*>(handle); }
+}  // namespace
+
+Event::Event(bool enable_timing)
+    : handle_(new int64_t(-1)), timing_(enable_timing), device_(emulated_device(-1, "Event")) {}
+Event::~Event() { delete recorded_at(handle_); }
 Event::Event(Event&& o) noexcept : handle_(o.handle_), timing_(o.timing_), device_(o.device_) { o.handle_ = nullptr; }
 Event& Event::operator=(Event&& o) noexcept {
-  handle_ = o.handle_;
-  timing_ = o.timing_;
-  device_ = o.device_;
-  o.handle_ = nullptr;
+  if (this != &o) {
+    delete recorded_at(handle_);
+    handle_ = o.handle_;
+    timing_ = o.timing_;
+    device_ = o.device_;
+    o.handle_ = nullptr;
+  }
   return *this;
 }
-void Event::record(const Stream& stream) { emulated_device(stream.device(), "Event::record"); }
+void Event::record(const Stream& stream) {
+  emulated_device(stream.device(), "Event::record");
+  LOOM_CHECK(handle_ != nullptr, ValueError, "cuda::Event::record: the event was moved from");
+  *recorded_at(handle_) = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count();
+}
 void Event::wait(const Stream& stream) const { emulated_device(stream.device(), "Event::wait"); }
 void Event::synchronize() const {
   emulated_device(device_, "Event::synchronize");
   emulation::count_host_sync();
 }
 bool Event::query() const { return emulated_device(device_, "Event::query") == 0; }
-float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
+float Event::elapsed_ms(const Event& end) const {
+  emulated_device(device_, "Event::elapsed_ms");
+  LOOM_CHECK(handle_ != nullptr && end.handle_ != nullptr, ValueError, "cuda::Event::elapsed_ms: an event was moved from");
+  LOOM_CHECK(timing_ && end.timing_, ValueError, "Event::elapsed_ms: both events must be made with enable_timing");
+  LOOM_CHECK(*recorded_at(handle_) >= 0 && *recorded_at(end.handle_) >= 0, ValueError,
+             "Event::elapsed_ms: both events must have been recorded");
+  return float(double(*recorded_at(end.handle_) - *recorded_at(handle_)) * 1e-6);
+}
 
 // CUDA graphs need a GPU: the emulated device runs each op as it is queued, so there is
 // nothing to record. Nothing is ever captured, so reset() and the destructor have nothing to do.

@@ -2,6 +2,7 @@
 #include "core/thread_pool.h"
 
 #include <chrono>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -9,6 +10,7 @@
 #endif
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace loom::detail {
 namespace {
@@ -79,7 +81,11 @@ bool in_pool_job() { return in_job; }
 ThreadPool::ThreadPool(int threads) {
   LOOM_ASSERT(threads >= 1);
   workers_.reserve(size_t(threads - 1));
-  for (int w = 0; w + 1 < threads; ++w) workers_.emplace_back([this] { work(); });
+  for (int w = 0; w + 1 < threads; ++w)
+    workers_.emplace_back([this, w] {
+      profiler::set_thread_name("Loom pool worker " + std::to_string(w + 1));  // the caller is the 0th
+      work();
+    });
 }
 
 ThreadPool::~ThreadPool() {

@@ -32,12 +32,14 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "core/build_info.h"
+#include "core/profiler.h"
 #include "core/cuda.h"
 #include "core/error.h"
 #include "core/parallel.h"
@@ -179,6 +181,7 @@ class EpochRun {
 
   static void work(State& s, size_t worker) {
     SerialThreadGuard serial;  // the workers are the parallelism; kernels stay serial
+    profiler::set_thread_name("DataLoader worker " + std::to_string(worker));
     for (;;) {
       size_t k;
       {
@@ -288,7 +291,12 @@ class DataLoader {
     explicit Iterator(detail::EpochRun<Example, Batch>* run) : run_(run) { fetch(); }
     void fetch() {
       current_.reset();
-      if (run_ && index_ < run_->size()) current_.emplace(run_->take(index_));
+      if (run_ && index_ < run_->size()) {
+        // The time the loop waits for its next batch (PyTorch's name for it, which tools
+        // such as TensorBoard's profile plugin count as DataLoader time).
+        const profiler::ScopedEvent event("enumerate(DataLoader)#DataLoader.__next__", profiler::EventKind::Annotation);
+        current_.emplace(run_->take(index_));
+      }
     }
     detail::EpochRun<Example, Batch>* run_ = nullptr;
     size_t index_ = 0;
@@ -309,6 +317,7 @@ class DataLoader {
   typename detail::EpochRun<Example, Batch>::Load loader_function() const {
     return [dataset = dataset_, collate = collate_, pin = options_.pin_memory_,
             n = dataset_->size()](const std::vector<size_t>& indices) {
+      const profiler::ScopedEvent event("DataLoader.load_batch", profiler::EventKind::Annotation);
       std::vector<Example> examples;
       examples.reserve(indices.size());
       for (size_t i : indices) {

@@ -19,6 +19,7 @@
 #include "amp_option.h"
 #include "bundled_data.h"
 #include "char_rnn_model.h"
+#include "profile_option.h"
 #include "loom.h"
 #include "smoke_test.h"
 
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
   std::string data_path = examples::bundled_data("persuasion.txt");
   std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
   examples::AmpOption amp_option;
+  examples::ProfileOption profile;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
   size_t batch_size = 32, sample_length = 400, accum_steps = 1;
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
+  profile.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "3 quick epochs on 40k characters; exit 1 unless the loss falls");
@@ -203,6 +206,7 @@ int main(int argc, char** argv) {
     train::RunSummary summary;
     size_t step = 0;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
+    std::unique_ptr<profiler::Profile> prof = profile.start();
     double valid_loss = 0;
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
@@ -231,6 +235,7 @@ int main(int argc, char** argv) {
           log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
         }
         bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
+        examples::profile_step(prof);
       }
       bar.close();
       scheduler.step();

@@ -14,6 +14,7 @@
 //   one, and reports the best model's accuracy at the end)
 //   ./build/cpu/examples/text_classification --accum-steps 4 --batch-size 8  # steps of 32 texts
 //   ./build/cpu/examples/text_classification --amp bf16   # mixed precision (fp16 on CUDA)
+//   ./build/cpu/examples/text_classification --profile runs/profile  # trace, timeline and table of 5 steps
 //   build/cpu/loomrun --nproc-per-node 2 build/cpu/examples/text_classification --distributed
 //   (data-parallel: each rank trains on its half of every epoch, gradients averaged by
 //   DistributedDataParallel; rank 0 prints, writes the metrics and the checkpoints)
@@ -33,6 +34,7 @@
 #include "keep_best.h"
 #include "loom.h"
 #include "text_classification_model.h"
+#include "profile_option.h"
 #include "text_task.h"
 
 using namespace loom;
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   examples::KeepBestOptions keep_best;
   examples::AmpOption amp_option;
   examples::DistributedOption distributed;
+  examples::ProfileOption profile;
   int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
   double lr = 3e-3, dropout = 0.3;
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
   keep_best.add_to(app);
   amp_option.add_to(app);
   distributed.add_to(app);
+  profile.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -128,6 +132,7 @@ int main(int argc, char** argv) {
     examples::Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     const int64_t end_epoch = stop_after > 0 ? std::min<int64_t>(epochs, start_epoch + stop_after) : epochs;
+    std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int64_t epoch = start_epoch; epoch < end_epoch && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
       train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
@@ -160,6 +165,7 @@ int main(int argc, char** argv) {
           log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
         }
         bar.update(1, {{"loss", loss_sum / seen}, {"acc", correct / seen}}, batch_tokens);
+        examples::profile_step(prof);
       }
       bar.close();
       scheduler.step();

@@ -16,6 +16,7 @@
 #include "bundled_data.h"
 #include "keep_best.h"
 #include "loom.h"
+#include "profile_option.h"
 #include "text_task.h"
 
 namespace examples {
@@ -42,6 +43,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   std::string tensorboard_dir;  // --tensorboard: empty for none
   KeepBestOptions keep_best;
   AmpOption amp_option;
+  ProfileOption profile;
   int threads = 0;
   size_t workers = 2, accum_steps = 1;
   bool smoke_test = false;
@@ -62,6 +64,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
+  profile.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -89,6 +92,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     train::EarlyStopping stopper = keep_best.stopper();
+    std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int epoch = 0; epoch < p.epochs && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
       Tensor loss_sum = zeros({}, TensorOptions(kFloat64).device(device));  // read at the epoch's end
@@ -116,6 +120,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
         loss_sum.add_(loss.detach().to(kFloat64), n);  // on the device: the step never waits for it
         seen += n;
         tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // lengths stay on the CPU
+        profile_step(prof);
       }
       const double train_loss = loss_sum.item<double>() / seen;  // waits for the epoch's last step
       summary.end_epoch(tokens);

@@ -16,6 +16,7 @@
 
 #include "amp_option.h"
 #include "bundled_data.h"
+#include "profile_option.h"
 #include "loom.h"
 #include "smoke_test.h"
 #include "timeseries_model.h"
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   std::string data_path = examples::bundled_data("co2_weekly.csv");
   std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
   examples::AmpOption amp_option;
+  examples::ProfileOption profile;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 30, threads = 0;
   size_t batch_size = 32, input_length = 52, horizon = 8, accum_steps = 1;
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_dir, "folder for metrics, plots and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
+  profile.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 400 weeks; exit 1 unless the loss falls");
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
     train::RunSummary summary;
     size_t step = 0;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
+    std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
       train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
@@ -154,6 +158,7 @@ int main(int argc, char** argv) {
           log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
         }
         bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
+        examples::profile_step(prof);
       }
       bar.close();
       scheduler.step();

@@ -1,19 +1,29 @@
 // Fits y = 3x - 2 (plus a little noise) with a hand-written linear model and plain SGD:
 // the smallest complete training loop (forward, loss, backward, update) in Loom.
 //
-//   ./build/cpu/examples/tiny_regression [epochs]
+//   ./build/cpu/examples/tiny_regression [epochs] [--profile DIR]
 //
 // Exits with 1 if the final loss is not below the threshold, so it doubles as a test.
+// --profile DIR profiles five epochs (examples/profile_option.h, docs/profiling.md).
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "profile_option.h"
 
 int main(int argc, char** argv) {
-  const int epochs = argc > 1 ? std::atoi(argv[1]) : 200;
+  int epochs = 200;
+  examples::ProfileOption profile;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--profile" && i + 1 < argc)
+      profile.dir = argv[++i];
+    else
+      epochs = std::atoi(argv[i]);
+  }
   const int64_t n = 256;
   const double lr = 0.1;
   const double noise_std = 0.05;
@@ -31,6 +41,7 @@ int main(int argc, char** argv) {
   loom::Tensor b = loom::zeros({1}, loom::TensorOptions().requires_grad());
 
   double loss_value = 0.0;
+  std::unique_ptr<loom::profiler::Profile> prof = profile.start();
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     loom::Tensor loss = (x.matmul(w) + b - y).pow(2).mean();
     loss.backward();
@@ -47,7 +58,9 @@ int main(int argc, char** argv) {
 
     if (epoch == 1 || epoch % 20 == 0 || epoch == epochs)
       std::printf("epoch %4d  loss %.6f\n", epoch, loss_value);
+    examples::profile_step(prof);
   }
+  prof.reset();  // writes the profile, if one was asked for
 
   const double w_learned = w.item<double>();
   const double b_learned = b.item<double>();

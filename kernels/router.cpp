@@ -3,6 +3,7 @@
 // device, above all — once, and calls that device's backend.
 #include "core/cuda_graph.h"
 #include "kernels/backend.h"
+#include "kernels/recorded_kernel.h"
 #include "kernels/rnn_layer_check.h"
 
 namespace loom::kernels {
@@ -19,12 +20,16 @@ const Backend& route(const char* op, std::initializer_list<const Tensor*> operan
   return backend_for(device, op);
 }
 
-// The slot of `b` for `op`, or a DeviceError when the backend has no such kernel.
+// The slot of `b` for `op`, or a DeviceError when the backend has no such kernel. Every
+// kernel call goes through here, so this is where the profiler sees each op (a
+// RecordedKernel calls the slot as it is while no Profile records): `op` is its event's
+// name, so it must be a string literal (an entry point given its caller's name for messages
+// passes its own name here).
 template <typename F>
-F slot(const Backend& b, F Backend::*kernel, const char* op) {
+RecordedKernel<F> slot(const Backend& b, F Backend::*kernel, const char* op) {
   F f = b.*kernel;
   LOOM_CHECK(f != nullptr, DeviceError, op, ": the ", b.name, " backend of this build has no kernel for it");
-  return f;
+  return {f, op};
 }
 
 // What a fused optimizer update reads: `what` defined, contiguous, on p's device, of p's
@@ -322,7 +327,7 @@ void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
 }
 
 void check_indices(const Tensor& index, int64_t size, const char* op) {
-  slot(route(op, {&index}), &Backend::check_indices, op)(index, size, op);
+  slot(route(op, {&index}), &Backend::check_indices, "check_indices")(index, size, op);
 }
 
 void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context) {

@@ -22,7 +22,10 @@ void ParamGroup::set_lr(double value) {
   }
 }
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name) : name_(name) {
+Optimizer::Optimizer(std::vector<Tensor> params, double lr, const char* name)
+    : name_(name),
+      step_event_name_(profiler::intern(std::string("Optimizer.step#") + name + ".step")),
+      zero_grad_event_name_(profiler::intern(std::string("Optimizer.zero_grad#") + name + ".zero_grad")) {
   add_param_group(std::move(params), lr);
 }
 
@@ -79,6 +82,7 @@ const Tensor& Optimizer::device_step(size_t i, const Tensor& p) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
+  const profiler::ScopedEvent event(zero_grad_event_name_, profiler::EventKind::Annotation);
   for (ParamGroup& g : groups_) loom::zero_grad(g.params, set_to_none);
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/ordered_dict.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 #include "kernels/kernels.h"
 
@@ -114,6 +115,9 @@ class Optimizer {
     bool non_negative;
   };
   virtual std::vector<StateBuffer> state_buffers() const { return {}; }
+  // The profiler's range around a step() ("Optimizer.step#Adam.step", as PyTorch names it):
+  // every step() opens one first.
+  profiler::ScopedEvent step_event() const { return {step_event_name_, profiler::EventKind::Annotation}; }
   // Checks p and its gradient before an update: same shape, device and dtype.
   void check_param(const Tensor& p) const;
 
@@ -138,6 +142,8 @@ class Optimizer {
 
  private:
   const char* name_;
+  const char* step_event_name_;       // "Optimizer.step#<name>.step"
+  const char* zero_grad_event_name_;  // "Optimizer.zero_grad#<name>.zero_grad"
   std::vector<ParamGroup> groups_;
   std::map<size_t, std::map<std::string, Tensor>> state_;
   Tensor found_inf_;  // while step_if_finite steps a capturable optimizer

@@ -9,7 +9,9 @@
 #   3. the CPU-vs-GPU epoch table of the flagship (on a subset),
 #   4. compute-sanitizer: memcheck over every CUDA test case, racecheck and initcheck over
 #      the attention, reduction and sort tests,
-# and prints a short table last. Logs and JSON lines go to $OUT (or build/gpu-check).
+# and prints a short table last. Logs, JSON lines and traces go to build/gpu-check/; with the
+# device tool (which returns at most 8 files from $OUT) they come back packed in one file,
+# $OUT/gpu-check.tar.gz, beside $OUT/summary.txt (the table).
 #
 #   here:  bash scripts/gpu-pack.sh
 #   there: device run, carry [".gpu-pack"], command "bash scripts/gpu-check.sh"
@@ -20,7 +22,8 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$(date +%s)
-out=${OUT:-build/gpu-check}
+out=build/gpu-check
+rm -rf "$out"
 mkdir -p "$out"
 budget=${LOOM_GPU_CHECK_BUDGET_S:-540}
 skip=" ${LOOM_GPU_CHECK_SKIP:-} "
@@ -122,6 +125,11 @@ if wanted bench; then
     budgeted 60 "$build/bench/loom-bench" --device cuda "${amp_args[@]}" >>"$lines" 2>>"$out/loom-bench.err"
     budgeted 90 python3 bench/torch_workloads.py --device cuda "${amp_args[@]}" >>"$lines" 2>>"$out/torch_workloads.err"
   done
+  # Two of them under the profiler (docs/profiling.md): the trace, timeline and table of their
+  # measured steps land in profile/, and the JSON lines say how much of a step's time its ops'
+  # GPU spans cover (profile_gpu_ms_per_step beside ms_per_step).
+  budgeted 60 "$build/bench/loom-bench" --device cuda --steps 5 --profile "$out/profile" lstm-sentiment \
+    transformer-small 2>"$out/profile-tables.txt" >"$out/profile.jsonl"
 fi
 
 # ---- 3. the flagship's CPU-vs-GPU epoch table (docs/benchmarks.md), on a subset ---------------------
@@ -148,7 +156,7 @@ fi
 
 # ---- summary -------------------------------------------------------------------------------------
 echo "== summary ($(( $(date +%s) - start )) s)"
-python3 - "$out" <<'EOF'
+python3 - "$out" <<'EOF' | tee "$out/summary.txt"
 import json, os, re, sys
 out = sys.argv[1]
 def read(name):
@@ -216,5 +224,9 @@ if runs:
         print("| %s | %s | %s | %s |" % (name, "%.3f" % lo if lo else "-", "%.3f" % pt if pt else "-",
               "%.2fx" % (pt / lo) if lo and pt else ""))
 EOF
-cat "$out/epoch-table.txt" 2>/dev/null
+cat "$out/epoch-table.txt" 2>/dev/null | tee -a "$out/summary.txt"
+if [ -n "${OUT:-}" ]; then
+  cp "$out/summary.txt" "$OUT/summary.txt"
+  tar -C "$(dirname "$out")" -czf "$OUT/gpu-check.tar.gz" "$(basename "$out")"
+fi
 exit $tests_rc

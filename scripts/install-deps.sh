@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs Loom's dependencies with apt-get (Debian 12, Ubuntu 24.04): the packages of the
 # groups asked for in scripts/dependencies.txt (the one list; it says what each group is for),
-# and, with the test group, the Python tools of the tests (TensorBoard, from PyPI) in a
+# and, with the test group, the Python tools of the tests (TensorBoard and torch-tb-profiler,
+# from PyPI) and cuDNN's frontend headers in a
 # virtual environment at .venv-tools/. Idempotent: does nothing when everything is present,
 # and runs `apt-get update` only if something is missing. Works as root, or through sudo.
 #   scripts/install-deps.sh                  # build test fuzz interop: a developer's machine, CI
 #   scripts/install-deps.sh build test       # the image's build stage (Containerfile)
 #   scripts/install-deps.sh runtime          # its runtime stage
+#   scripts/install-deps.sh docs             # headless Chromium for the docs' pictures (scripts/screenshot.sh)
 # The fuzz and interop groups are optional: a package of theirs that the distribution does not
 # have is left out with a message (their tests then skip), instead of failing the install.
 set -euo pipefail
@@ -29,20 +31,23 @@ check_cmake() {
 }
 
 # .venv-tools/: PyPI's tensorboard for the CTest test tensorboard_reader, which reads Loom's
-# event files with TensorBoard's own EventAccumulator (tests/tensorboard/read_events.py).
+# event files with TensorBoard's own EventAccumulator (tests/tensorboard/read_events.py), and
+# its profile plugin torch-tb-profiler for tensorboard_profile_reader, which loads Loom's
+# profiler traces with the plugin's RunLoader (tests/profiler/read_trace.py).
 # Made with Debian's python3; kept when it exists and imports fine, remade otherwise.
 venv=.venv-tools
+tools_imports='import tensorboard.backend.event_processing.event_accumulator, torch_tb_profiler.profiler'
 tools_venv() {
-  if [ -x "$venv/bin/python" ] &&
-     "$venv/bin/python" -c 'import tensorboard.backend.event_processing.event_accumulator' 2>/dev/null; then
-    echo "install-deps: $venv has tensorboard $("$venv/bin/python" -c 'import tensorboard; print(tensorboard.__version__)')"
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$tools_imports" 2>/dev/null; then
+    echo "install-deps: $venv has tensorboard $("$venv/bin/python" -c 'import tensorboard; print(tensorboard.__version__)')" \
+         "and torch-tb-profiler"
     return
   fi
-  echo "install-deps: making $venv with tensorboard from PyPI"
+  echo "install-deps: making $venv with tensorboard and torch-tb-profiler from PyPI"
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check tensorboard
-  "$venv/bin/python" -c 'import tensorboard.backend.event_processing.event_accumulator'
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check tensorboard torch-tb-profiler
+  "$venv/bin/python" -c "$tools_imports"
 }
 
 missing=()

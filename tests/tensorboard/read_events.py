@@ -13,49 +13,16 @@ TensorBoard comes from the virtual environment scripts/install-deps.sh makes
 (.venv-tools/ at the repository root). Without it this test fails under CI (the
 environment variable CI is set) and is skipped (exit 77) elsewhere.
 """
-import argparse
 import glob
 import os
-import shutil
 import struct
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VENV_PYTHON = os.path.join(REPO, ".venv-tools", "bin", "python")
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tools_venv import check, finish, start  # noqa: E402
 
 TEXT = "lr = 0.1, hidden = **128**\nsecond line: üñí"
-
-
-def need_tensorboard():
-    """Imports TensorBoard, re-running this script in the venv if this Python lacks it."""
-    try:
-        import tensorboard.backend.event_processing.event_accumulator  # noqa: F401
-        return
-    except ImportError:
-        pass
-    # Not sys.executable against VENV_PYTHON: a venv's python is a link to the python that made
-    # it, so on a plain Debian both resolve to /usr/bin/python3.11; sys.prefix tells them apart.
-    if os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(REPO, ".venv-tools")) \
-            and os.environ.get("LOOM_READ_EVENTS_REEXEC") != "1":
-        os.environ["LOOM_READ_EVENTS_REEXEC"] = "1"
-        os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-    why = f"tensorboard is not importable (no working virtual environment at {os.path.dirname(os.path.dirname(VENV_PYTHON))}; run scripts/install-deps.sh)"
-    if os.environ.get("CI"):
-        print(f"read_events: FAILED: {why}", file=sys.stderr)
-        sys.exit(1)
-    print(f"read_events: skipped: {why}")
-    sys.exit(SKIP)
-
-
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"FAIL: {what}")
 
 
 def f32(x):
@@ -124,16 +91,11 @@ def record_ends(path):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--driver", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
-    need_tensorboard()
+    args = start("tensorboard.backend.event_processing.event_accumulator", __file__)
     import numpy as np
     from tensorboard.backend.event_processing import event_file_loader
     from tensorboard.compat.proto import event_pb2
 
-    shutil.rmtree(args.workdir, ignore_errors=True)
     log_dir = os.path.join(args.workdir, "logs")
     subprocess.run([args.driver, log_dir], check=True)
 
@@ -187,10 +149,7 @@ def main():
         check(got == want, f"cut at byte {cut_at}: loss/train {got[:3]}... ({len(got)} points), want {want[:3]}... ({len(want)})")
         print(f"cut at byte {cut_at} of {ends[-1]}: {len(part)} of {len(full)} events read")
 
-    if failures:
-        print(f"read_events: {len(failures)} checks failed")
-        sys.exit(1)
-    print("read_events: every scalar, text and histogram read back by TensorBoard's EventAccumulator")
+    finish(__file__, "every scalar, text and histogram read back by TensorBoard's EventAccumulator")
 
 
 if __name__ == "__main__":
