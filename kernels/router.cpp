@@ -366,18 +366,18 @@ RNNStackGrads rnn_stack_backward(const RNNStackSaved& saved, const Tensor& x, co
 
 void sgd_update(const char* op, const ParamList<1>& list, const SgdHyper& hyper, const UpdateScalars& scalars) {
   if (list.params.empty()) return;
-  slot(route_update(op, list, scalars), &Backend::sgd_update, op)(op, list, hyper, scalars);
+  slot(route_update(op, list, scalars), &Backend::sgd_update, "sgd_update")(op, list, hyper, scalars);
 }
 
 void adam_update(const char* op, const ParamList<3>& list, const AdamHyper& hyper, const UpdateScalars& scalars) {
   if (list.params.empty()) return;
-  slot(route_update(op, list, scalars), &Backend::adam_update, op)(op, list, hyper, scalars);
+  slot(route_update(op, list, scalars), &Backend::adam_update, "adam_update")(op, list, hyper, scalars);
 }
 
 void rmsprop_update(const char* op, const ParamList<3>& list, const RmspropHyper& hyper,
                     const UpdateScalars& scalars) {
   if (list.params.empty()) return;
-  slot(route_update(op, list, scalars), &Backend::rmsprop_update, op)(op, list, hyper, scalars);
+  slot(route_update(op, list, scalars), &Backend::rmsprop_update, "rmsprop_update")(op, list, hyper, scalars);
 }
 
 // The gradient scaler's (1,) float32 / int32 operand.
