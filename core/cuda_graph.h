@@ -20,9 +20,12 @@
 // - what cannot be recorded is a typed CaptureError naming the op, raised before the CUDA
 //   call that would break the capture: a host sync (cuda::synchronize, a stream's or an
 //   event's synchronize, a copy to or from ordinary host memory, so item() too),
-//   empty_cache(), and random numbers (their Philox seed and offset are fixed at launch,
-//   so every replay would draw the same numbers). The capture is then abandoned: the
-//   guard or reset() ends it, and the process and the device stay usable.
+//   empty_cache(), multinomial and attention with dropout (their Philox seed and offset are
+//   fixed at launch, so every replay would draw the same numbers). The capture is then
+//   abandoned: the guard or reset() ends it, and the process and the device stay usable.
+// - random numbers (dropout, rand, randn, bernoulli, randint) from the default generator
+//   are graph-safe: each replay draws fresh ones, exactly those the same step would draw
+//   eagerly (Note [graph-safe random numbers] in kernels/cuda/philox_args.h).
 // - the capture mode is cudaStreamCaptureModeThreadLocal, so other threads (DataLoader
 //   workers pinning batches) are free to call CUDA meanwhile; the allocator's cudaMalloc
 //   runs in relaxed mode (allowed while capturing, as long as the memory is never freed
@@ -30,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "core/cuda.h"
@@ -72,6 +76,13 @@ class CUDAGraph {
   int device_ = -1;
   MempoolId pool_ = 0;
   bool capturing_ = false;
+  // Note [graph-safe random numbers]: the device words {seed, base} the captured random
+  // kernels read (in the graph's pool), written before each replay that needs them.
+  std::shared_ptr<void> rng_memory_;  // the Tensor holding them
+  void* rng_state_ = nullptr;
+  uint64_t rng_start_ = 0;      // the default generator's offset at capture_begin
+  uint64_t rng_increment_ = 0;  // counters one replay reserves
+  bool rng_used_ = false;       // a captured kernel reads rng_state_
 };
 
 // `with torch.cuda.graph(graph, pool):` — makes a fresh side stream current (after the

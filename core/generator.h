@@ -62,6 +62,15 @@ class Generator {
     return start;
   }
   uint64_t offset() const { return offset_; }
+  // Gives back the counters reserved since `from` if the offset is still `at` (nobody
+  // reserved more meanwhile); what a CUDA graph's capture does at its end, since the
+  // capture only records its draws (Note [graph-safe random numbers]). Not a reseed.
+  bool rewind(uint64_t at, uint64_t from) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (offset_ != at || from > at) return false;
+    offset_ = from;
+    return true;
+  }
   void set_state(uint64_t seed, uint64_t offset) {
     std::lock_guard<std::mutex> lock(mutex_);
     seed_ = seed;

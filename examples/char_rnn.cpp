@@ -7,6 +7,7 @@
 //   ./build/cpu/examples/char_rnn --prompt "Captain Wentworth" --temperature 0.5
 //   ./build/cpu/examples/char_rnn --epochs 20 --hidden 512 --checkpoint persuasion.safetensors
 //   ./build/cpu/examples/char_rnn --top-k 5                # sample from the 5 likeliest characters
+//   ./build/cuda/examples/char_rnn --device cuda --cuda-graph  # each training step one CUDA graph
 //
 // Writes metrics (CSV + JSONL), the loss curves (SVG) and a summary under --out.
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "amp_option.h"
+#include "cuda_graph_option.h"
 #include "bundled_data.h"
 #include "char_rnn_model.h"
 #include "profile_option.h"
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
   std::string data_path = examples::bundled_data("persuasion.txt");
   std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
   examples::AmpOption amp_option;
+  examples::CudaGraphOption cuda_graph;
   examples::ProfileOption profile;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
@@ -161,6 +164,7 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
   profile.add_to(app);
+  cuda_graph.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "3 quick epochs on 40k characters; exit 1 unless the loss falls");
@@ -178,6 +182,7 @@ int main(int argc, char** argv) {
     if (threads > 0) set_num_threads(threads);
     manual_seed(seed);
     const Device device(device_name);
+    cuda_graph.check(device, accum_steps, /*distributed=*/false);
 
     // Characters -> ids; the vocabulary comes from the first 90% (training), the rest is held out.
     std::vector<std::string> chars = characters(read_text(data_path));
@@ -197,7 +202,7 @@ int main(int argc, char** argv) {
 
     auto model = std::make_shared<CharLSTM>(vocab.size(), embed_dim, hidden, layers);
     model->to(device);
-    optim::Adam optimizer(model->parameters(), lr);
+    optim::Adam optimizer(model->parameters(), optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
@@ -206,6 +211,23 @@ int main(int argc, char** argv) {
     train::RunSummary summary;
     size_t step = 0;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
+    // --cuda-graph: one whole step replayed as a CUDA graph; its losses are read once an epoch.
+    train::GraphedStep graphed_step(
+        [&](const std::vector<Tensor>& in) {  // input, target: (B, T) on the GPU
+          optimizer.zero_grad();
+          Tensor loss;
+          {
+            auto autocast = amp_option.guard(device);
+            Tensor logits = model->forward(in[0]).first;  // (B, T, V)
+            loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), in[1].reshape({-1}));
+          }
+          scaler.scale(loss).backward();
+          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
+          return loss.detach().to(kFloat32).reshape({1});
+        },
+        cuda_graph.options());
+    examples::DeviceStepStats graphed_losses;
+    std::vector<size_t> graphed_sizes;  // each graphed step's characters
     std::unique_ptr<profiler::Profile> prof = profile.start();
     double valid_loss = 0;
     for (int epoch = 0; epoch < epochs; ++epoch) {
@@ -217,6 +239,13 @@ int main(int argc, char** argv) {
       size_t seen = 0, micro_batch = 0;
       for (CharWindow& cpu_batch : train_loader) {
         Tensor input = cpu_batch.input.to(device), target = cpu_batch.target.to(device);  // (B, T)
+        if (cuda_graph.on) {
+          graphed_losses.add(graphed_step({input, target}));
+          graphed_sizes.push_back(static_cast<size_t>(target.numel()));
+          bar.update(1, {}, graphed_sizes.back());
+          examples::profile_step(prof);
+          continue;
+        }
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor loss;
         {
@@ -238,6 +267,12 @@ int main(int argc, char** argv) {
         examples::profile_step(prof);
       }
       bar.close();
+      const std::vector<std::vector<double>> graphed = graphed_losses.read();  // --cuda-graph: one wait
+      for (size_t i = 0; i < graphed.size(); ++i) {
+        loss_sum += graphed[i][0] * double(graphed_sizes[i]), seen += graphed_sizes[i];
+        log.log_step(epoch + 1, ++step, {{"loss", graphed[i][0]}});
+      }
+      graphed_sizes.clear();
       scheduler.step();
       summary.end_epoch(seen);
 

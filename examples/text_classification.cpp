@@ -15,6 +15,7 @@
 //   ./build/cpu/examples/text_classification --accum-steps 4 --batch-size 8  # steps of 32 texts
 //   ./build/cpu/examples/text_classification --amp bf16   # mixed precision (fp16 on CUDA)
 //   ./build/cpu/examples/text_classification --profile runs/profile  # trace, timeline and table of 5 steps
+//   ./build/cuda/examples/text_classification --device cuda --cuda-graph  # each step one CUDA graph
 //   build/cpu/loomrun --nproc-per-node 2 build/cpu/examples/text_classification --distributed
 //   (data-parallel: each rank trains on its half of every epoch, gradients averaged by
 //   DistributedDataParallel; rank 0 prints, writes the metrics and the checkpoints)
@@ -30,6 +31,7 @@
 
 #include "amp_option.h"
 #include "bundled_data.h"
+#include "cuda_graph_option.h"
 #include "distributed_option.h"
 #include "keep_best.h"
 #include "loom.h"
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   examples::AmpOption amp_option;
   examples::DistributedOption distributed;
   examples::ProfileOption profile;
+  examples::CudaGraphOption cuda_graph;
   int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
   double lr = 3e-3, dropout = 0.3;
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
   amp_option.add_to(app);
   distributed.add_to(app);
   profile.add_to(app);
+  cuda_graph.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
     manual_seed(data_options.seed);
     Device device(device_name);
     distributed.init(device);
+    cuda_graph.check(device, accum_steps, distributed.enabled);
     if (distributed.rank() > 0) out_dir += "/rank" + std::to_string(distributed.rank());
     examples::TextTask task = examples::load_text_task(data_options);
     auto train_loader = examples::text_loader(task.train, batch_size, true, data_options.seed, workers, device.is_cuda(),
@@ -104,7 +109,7 @@ int main(int argc, char** argv) {
     const auto forward = [&](const Tensor& tokens, const Tensor& lengths) {
       return ddp ? (*ddp)(tokens, lengths) : model->forward(tokens, lengths);
     };
-    optim::Adam optimizer(model->parameters(), lr);
+    optim::Adam optimizer(model->parameters(), optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     train::EarlyStopping stopper = keep_best.stopper();
@@ -132,6 +137,24 @@ int main(int argc, char** argv) {
     examples::Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     const int64_t end_epoch = stop_after > 0 ? std::min<int64_t>(epochs, start_epoch + stop_after) : epochs;
+    // --cuda-graph: one whole step, replayed as a CUDA graph. It returns (loss, correct) and
+    // reads nothing back; the loop reads each epoch's steps once, at its end.
+    train::GraphedStep graphed_step(
+        [&](const std::vector<Tensor>& in) {  // tokens, lengths, labels: all on the GPU
+          optimizer.zero_grad();
+          Tensor logits, loss;
+          {
+            auto autocast = amp_option.guard(device);
+            logits = model->forward(in[0], in[1]);
+            loss = nn::functional::cross_entropy(logits, in[2]);
+          }
+          scaler.scale(loss).backward();
+          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
+          return stack({loss.detach().to(kFloat32), logits.argmax(1).eq(in[2]).sum().to(kFloat32)});
+        },
+        cuda_graph.options());
+    examples::DeviceStepStats graphed_stats;
+    std::vector<double> graphed_sizes;  // each graphed step's batch size
     std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int64_t epoch = start_epoch; epoch < end_epoch && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
@@ -142,6 +165,15 @@ int main(int argc, char** argv) {
       size_t tokens = 0, micro_batch = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
+        const size_t batch_tokens = static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // on the CPU
+        tokens += batch_tokens;
+        if (cuda_graph.on) {
+          graphed_stats.add(graphed_step({batch.tokens, batch.lengths.to(device, /*non_blocking=*/true), batch.labels}));
+          graphed_sizes.push_back(static_cast<double>(batch.labels.size(0)));
+          bar.update(1, {}, batch_tokens);
+          examples::profile_step(prof);
+          continue;
+        }
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor logits, loss;
         {
@@ -158,8 +190,6 @@ int main(int argc, char** argv) {
         loss_sum += l * n;
         correct += logits.argmax(1).eq(batch.labels).sum().item<double>();
         seen += n;
-        const size_t batch_tokens = static_cast<size_t>(batch.lengths.sum().item<int64_t>());
-        tokens += batch_tokens;
         if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
           examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
           log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
@@ -168,6 +198,12 @@ int main(int argc, char** argv) {
         examples::profile_step(prof);
       }
       bar.close();
+      const std::vector<std::vector<double>> graphed = graphed_stats.read();  // --cuda-graph: one wait per epoch
+      for (size_t i = 0; i < graphed.size(); ++i) {  // (loss, correct) of each step
+        loss_sum += graphed[i][0] * graphed_sizes[i], correct += graphed[i][1], seen += graphed_sizes[i];
+        log.log_step(epoch + 1, ++step, {{"loss", graphed[i][0]}});
+      }
+      graphed_sizes.clear();
       scheduler.step();
       std::vector<double> totals = {loss_sum, correct, seen};  // over every rank's share
       distributed.sum(totals);

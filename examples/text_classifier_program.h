@@ -14,6 +14,7 @@
 
 #include "amp_option.h"
 #include "bundled_data.h"
+#include "cuda_graph_option.h"
 #include "keep_best.h"
 #include "loom.h"
 #include "profile_option.h"
@@ -44,6 +45,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   KeepBestOptions keep_best;
   AmpOption amp_option;
   ProfileOption profile;
+  CudaGraphOption cuda_graph;
   int threads = 0;
   size_t workers = 2, accum_steps = 1;
   bool smoke_test = false;
@@ -65,6 +67,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
   profile.add_to(app);
+  cuda_graph.add_to(app);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 512 texts; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -76,6 +79,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     if (threads > 0) set_num_threads(threads);
     manual_seed(data_options.seed);
     const Device device(device_name);
+    cuda_graph.check(device, accum_steps, /*distributed=*/false);
     TextTask task = load_text_task(data_options);
     auto train_loader = text_loader(task.train, p.batch_size, true, data_options.seed, workers, device.is_cuda());
     auto test_loader = text_loader(task.test, 256, false, 0, workers, device.is_cuda());
@@ -83,7 +87,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     auto model = make_model(int64_t(task.vocab.size()), int64_t(task.labels.size()));
     model->to(device);
     std::printf("%s\n", model->str().c_str());
-    optim::AdamW optimizer(model->parameters(), p.lr);
+    optim::AdamW optimizer(model->parameters(), optim::AdamOptions(p.lr).capturable(cuda_graph.capturable(device)));
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
 
     train::MetricsLog log(out_dir, p.name);
@@ -92,6 +96,26 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     train::EarlyStopping stopper = keep_best.stopper();
+    // --cuda-graph: one whole step replayed as a CUDA graph (inputs all on the GPU), its loss
+    // summed on the device as the eager loop's is.
+    train::GraphedStep graphed_step(
+        [&](const std::vector<Tensor>& in) {  // tokens, lengths, labels
+          optimizer.zero_grad();
+          Tensor loss;
+          {
+            auto autocast = amp_option.guard(device);
+            loss = nn::functional::cross_entropy(model->forward(in[0], in[1]), in[2]);
+          }
+          scaler.scale(loss).backward();
+          if (p.clip_norm > 0) {
+            scaler.unscale_(optimizer);
+            optim::clip_grad_norm_(model->parameters(), p.clip_norm);
+          }
+          scaler.step(optimizer);
+          scaler.update();
+          return loss.detach();
+        },
+        cuda_graph.options());
     std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int epoch = 0; epoch < p.epochs && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
@@ -100,6 +124,16 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
       size_t tokens = 0, micro_batch = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
+        if (cuda_graph.on) {
+          const double n = static_cast<double>(batch.labels.size(0));
+          loss_sum.add_(graphed_step({batch.tokens, batch.lengths.to(device, /*non_blocking=*/true), batch.labels})
+                            .to(kFloat64),
+                        n);
+          seen += n;
+          tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // lengths on the CPU
+          profile_step(prof);
+          continue;
+        }
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor loss;
         {

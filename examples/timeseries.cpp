@@ -6,6 +6,7 @@
 //
 //   ./build/cpu/examples/timeseries                      # defaults: under a minute
 //   ./build/cpu/examples/timeseries --cell rnn --horizon 4
+//   ./build/cuda/examples/timeseries --device cuda --cuda-graph  # each training step one CUDA graph
 //
 // Writes metrics (CSV + JSONL), the loss curves and test predictions vs truth (SVG) and a
 // summary under --out.
@@ -15,6 +16,7 @@
 #include <cstdio>
 
 #include "amp_option.h"
+#include "cuda_graph_option.h"
 #include "bundled_data.h"
 #include "profile_option.h"
 #include "loom.h"
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
   examples::AmpOption amp_option;
   examples::ProfileOption profile;
+  examples::CudaGraphOption cuda_graph;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 30, threads = 0;
   size_t batch_size = 32, input_length = 52, horizon = 8, accum_steps = 1;
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
   profile.add_to(app);
+  cuda_graph.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 400 weeks; exit 1 unless the loss falls");
@@ -95,6 +99,7 @@ int main(int argc, char** argv) {
     if (threads > 0) set_num_threads(threads);
     manual_seed(seed);
     const Device device(device_name);
+    cuda_graph.check(device, accum_steps, /*distributed=*/false);
 
     // Read, split chronologically 70/15/15 and normalize with the training part's statistics.
     const data::CsvColumnsOptions columns{.columns = {"date", "co2"},
@@ -122,7 +127,7 @@ int main(int argc, char** argv) {
 
     auto model = std::make_shared<Forecaster>(cell, hidden, layers, static_cast<int64_t>(horizon));
     model->to(device);
-    optim::Adam optimizer(model->parameters(), lr);
+    optim::Adam optimizer(model->parameters(), optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
@@ -131,6 +136,22 @@ int main(int argc, char** argv) {
     train::RunSummary summary;
     size_t step = 0;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
+    // --cuda-graph: one whole step replayed as a CUDA graph; its losses are read once an epoch.
+    train::GraphedStep graphed_step(
+        [&](const std::vector<Tensor>& in) {  // input (B, L, 1), target (B, H) on the GPU
+          optimizer.zero_grad();
+          Tensor loss;
+          {
+            auto autocast = amp_option.guard(device);
+            loss = nn::functional::mse_loss(model->forward(in[0]), in[1]);
+          }
+          scaler.scale(loss).backward();
+          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
+          return loss.detach().to(kFloat32).reshape({1});
+        },
+        cuda_graph.options());
+    examples::DeviceStepStats graphed_losses;
+    std::vector<size_t> graphed_sizes;  // each graphed step's windows
     std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
@@ -142,6 +163,13 @@ int main(int argc, char** argv) {
       for (data::WindowBatch& batch : train_loader) {
         Tensor input = batch.input.to(device);                // (B, L, 1)
         Tensor target = batch.target.to(device).squeeze(-1);  // (B, H)
+        if (cuda_graph.on) {
+          graphed_losses.add(graphed_step({input, target}));
+          graphed_sizes.push_back(static_cast<size_t>(input.size(0)));
+          bar.update(1, {}, graphed_sizes.back());
+          examples::profile_step(prof);
+          continue;
+        }
         if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
         Tensor loss;
         {
@@ -161,6 +189,12 @@ int main(int argc, char** argv) {
         examples::profile_step(prof);
       }
       bar.close();
+      const std::vector<std::vector<double>> graphed = graphed_losses.read();  // --cuda-graph: one wait
+      for (size_t i = 0; i < graphed.size(); ++i) {
+        loss_sum += graphed[i][0] * double(graphed_sizes[i]), seen += graphed_sizes[i];
+        log.log_step(epoch + 1, ++step, {{"loss", graphed[i][0]}});
+      }
+      graphed_sizes.clear();
       scheduler.step();
       summary.end_epoch(seen);
 

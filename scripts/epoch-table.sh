@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU-vs-GPU epoch table: trains the flagship (examples/text_classification, the bundled
 # movie-review sentences) for a few epochs on the CPU in float32 and under bfloat16 autocast,
-# and, when a GPU is usable, on cuda:0 in float32 and under float16 and bfloat16 autocast;
+# and, when a GPU is usable, on cuda:0 in float32 and under float16 and bfloat16 autocast,
+# each eagerly and with every step replayed as a CUDA graph (--cuda-graph, "graphed" rows);
 # then prints one Markdown row per run: time per epoch, tokens/s, speed-up over the CPU's
 # float32 row and held-out accuracy. Without a GPU it prints the CPU rows and says why the
 # GPU rows were not run. JSON lines of the same go to $OUT/epoch-table.jsonl.
@@ -43,12 +44,17 @@ if [ "$build" = 1 ]; then
   cmake --build --preset cpu --target text_classification >/dev/null
 fi
 
-# run LABEL DEVICE PRECISION PROGRAM AMP: one training run, its summary as a JSON line.
+# run LABEL DEVICE PRECISION PROGRAM AMP [FLAG...]: one training run, its summary as a JSON line.
 run() {
   local label=$1 device=$2 precision=$3 program=$4 amp=$5 dir="$out/$1"
+  shift 5
   rm -rf "$dir"
-  "$program" --device "$device" --amp "$amp" --epochs "$epochs" --train-limit "$train_limit" --out "$dir" > "$dir.log" 2>&1 \
-    || { echo "epoch-table: the $label run failed:" >&2; tail -5 "$dir.log" >&2; return 1; }
+  "$program" --device "$device" --amp "$amp" --epochs "$epochs" --train-limit "$train_limit" --out "$dir" "$@" \
+    > "$dir.log" 2>&1 || { echo "epoch-table: the $label run failed:" >&2; tail -5 "$dir.log" >&2; return 1; }
+  if grep -q 'running the step eagerly' "$dir.log"; then  # a --cuda-graph run that could not capture
+    echo "epoch-table: the $label run fell back to eager steps:" >&2
+    grep 'running the step eagerly' "$dir.log" >&2
+  fi
   python3 - "$dir/text_classification_summary.json" "$device" "$precision" >> "$out/epoch-table.jsonl" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -73,8 +79,11 @@ elif [ ! -x "$cuda_build/examples/text_classification" ]; then
 else
   gpu_program=$cuda_build/examples/text_classification
   run cuda-float32 cuda float32 "$gpu_program" off
+  run cuda-float32-graph cuda "float32, graphed" "$gpu_program" off --cuda-graph
   run cuda-fp16 cuda "fp16 autocast + GradScaler" "$gpu_program" fp16
+  run cuda-fp16-graph cuda "fp16 autocast + GradScaler, graphed" "$gpu_program" fp16 --cuda-graph
   run cuda-bf16 cuda "bf16 autocast" "$gpu_program" bf16
+  run cuda-bf16-graph cuda "bf16 autocast, graphed" "$gpu_program" bf16 --cuda-graph
 fi
 
 python3 - "$out/epoch-table.jsonl" "$epochs" "$train_limit" <<'PY'

@@ -101,7 +101,11 @@ TEST_CASE("cuda graph: what a capture cannot record is a CaptureError naming it,
   const std::vector<std::pair<std::string, std::function<void()>>> cases = {
       {"to the host", [&] { (void)(x * 3.0).sum().item<float>(); }},
       {"cuda::synchronize", [] { cuda::synchronize(); }},
-      {"random numbers", [&] { (void)(x * randn({64}, TensorOptions().device(kCUDA))); }},
+      {"multinomial", [&] { (void)multinomial(x.abs(), 4, /*replacement=*/true); }},
+      {"the default generator", [&] {  // reseeded while capturing: not the capture's counters
+         manual_seed(1234);
+         (void)randn({64}, TensorOptions().device(kCUDA));
+       }},
       {"from the host", [&] { (void)randn({4}).to(kCUDA); }},
       {"cuda::empty_cache", [] { cuda::empty_cache(); }},
   };
@@ -167,4 +171,41 @@ TEST_CASE("cuda graph: the default stream cannot capture, and two graphs can sha
   b.fill_(0.5);
   second.replay();
   check_close(c.to(kCPU), full({1000}, 0.5).exp() - a_cpu, "second graph alone");
+}
+
+TEST_CASE("cuda graph: dropout and randn in a graph draw fresh numbers each replay, those of the eager steps",
+          "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  const Tensor x = random_nonzero({4096}).to(kCUDA);
+  const auto draw = [&] { return nn::functional::dropout(x, 0.5, true) + randn({4096}, TensorOptions().device(kCUDA)); };
+  // Eagerly: four draws from seed 99.
+  manual_seed(99);
+  std::vector<Tensor> eager;
+  for (int i = 0; i < 4; ++i) eager.push_back(draw().cpu());
+  // Graphed: one eager draw, a capture (which draws nothing and reserves nothing), three replays.
+  manual_seed(99);
+  std::vector<Tensor> graphed = {draw().cpu()};
+  const uint64_t before = default_generator().offset();
+  cuda::CUDAGraph graph;
+  Tensor out;
+  {
+    cuda::GraphCapture capture(graph);
+    out = draw();
+  }
+  REQUIRE(default_generator().offset() == before);
+  for (int i = 0; i < 3; ++i) {
+    graph.replay();
+    graphed.push_back(out.cpu());
+  }
+  for (size_t i = 0; i < eager.size(); ++i) {
+    INFO("draw " << i);
+    REQUIRE(graphed[i].to_vector<float>() == eager[i].to_vector<float>());
+  }
+  REQUIRE(graphed[1].to_vector<float>() != graphed[2].to_vector<float>());  // fresh numbers each replay
+  // A reseed between replays takes effect at the next one, as an eager step's would.
+  manual_seed(5);
+  const Tensor reseeded_eager = draw().cpu();
+  manual_seed(5);
+  graph.replay();
+  REQUIRE(out.cpu().to_vector<float>() == reseeded_eager.to_vector<float>());
 }

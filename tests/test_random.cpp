@@ -8,6 +8,8 @@
 
 #include "test_util.h"
 
+#include "kernels/cuda/philox_args.h"
+
 using namespace loom;
 using namespace loom::test;
 
@@ -95,6 +97,35 @@ TEST_CASE("generator state: seed, offset, set_state", "[core]") {
   manual_seed(5);
   g.set_state(5, 0);
   CHECK(g.reseeds() == reseeds + 2);
+}
+
+TEST_CASE("generator rewind: a capture's counters go back only if nobody reserved more", "[core]") {
+  Generator g(11);
+  const uint64_t start = g.reserve(3);  // 0
+  const uint64_t end = start + 3 + g.reserve(5) - 3;  // offset after both: 8
+  REQUIRE(g.offset() == 8);
+  const uint64_t reseeds = g.reseeds();
+  REQUIRE_FALSE(g.rewind(end + 1, 3));  // not at that offset: untouched
+  REQUIRE(g.offset() == 8);
+  REQUIRE_FALSE(g.rewind(8, 9));  // forward is not a rewind
+  REQUIRE(g.rewind(8, 3));
+  REQUIRE(g.offset() == 3);
+  REQUIRE(g.reserve(5) == 3);  // the same counters again
+  REQUIRE(g.reseeds() == reseeds);  // not a reseed: cuDNN's dropout states stay
+  REQUIRE(g.seed() == 11);
+}
+
+TEST_CASE("graph-safe Philox arguments: given ones eagerly, the graph's words plus the offset when captured",
+          "[core]") {
+  const cuda::PhiloxArgs eager{.seed = 42, .offset = 17};
+  REQUIRE(eager.key() == 42);
+  REQUIRE(eager.counter() == 17);
+  const uint64_t words[2] = {7, 1000};  // as a replay writes them: {seed, base}
+  const cuda::PhiloxArgs captured{.seed = 42, .offset = 17, .graph_state = words};
+  REQUIRE(captured.key() == 7);
+  REQUIRE(captured.counter() == 1017);
+  // What the kernel then draws equals the eager draw at that seed and counter.
+  REQUIRE(Philox::block(captured.key(), captured.counter()) == Philox::block(7, 1017));
 }
 
 TEST_CASE("random numbers do not depend on the thread count", "[core]") {

@@ -25,7 +25,7 @@
 // graph's static output: overwritten by the next replay.
 // Where capture is impossible — inputs not on a GPU, a build or machine without one, or a
 // step that does what a capture cannot record (a host sync such as item() inside the step,
-// dropout, a non-capturable optimizer reading its step count on the host) — it says why
+// multinomial or attention dropout, a non-capturable optimizer reading its step count on the host) — it says why
 // once (why_eager(), and on stderr unless quiet) and runs that signature eagerly from then
 // on. Host code inside the step runs during capture only: state the step changes on the
 // host (a step counter, a learning rate read on the host) would stay frozen in the replays,

@@ -8,7 +8,10 @@
 
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
+#include "core/factories.h"
+#include "core/generator.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/philox_args.h"
 
 namespace loom::cuda {
 
@@ -17,12 +20,18 @@ int checked_device(int index, const char* what);        // kernels/cuda/device.c
 MempoolId create_graph_pool(int device);                // kernels/cuda/cuda_allocator.cpp
 void retain_graph_pool(int device, MempoolId pool);
 void release_graph_pool(int device, MempoolId pool);
+void write_philox_state(void* state, uint64_t seed, uint64_t base, void* stream);  // kernels/cuda/graph_rng.cu
 
 namespace {
 // What this thread is capturing: the device (-1: nothing) and the pool its allocations go to.
 struct ThreadCapture {
   int device = -1;
   MempoolId pool = 0;
+  // Note [graph-safe random numbers]: the graph's device words, the default generator's
+  // seed and offset at capture_begin, and whether a captured kernel reads the words.
+  const uint64_t* rng_state = nullptr;
+  uint64_t rng_seed = 0, rng_start = 0;
+  bool rng_used = false;
 };
 thread_local ThreadCapture this_thread;
 std::atomic<int> captures_underway{0};  // on any device, by any thread
@@ -37,6 +46,17 @@ void check_not_capturing(const char* op) {
   LOOM_CHECK(this_thread.device < 0, CaptureError, op,
              ": not allowed while this thread is capturing a CUDA graph: it would wait for the GPU, or a replay "
              "could not repeat it (Note [CUDA graph capture]); move it out of the captured region");
+}
+PhiloxArgs philox_args(int device, uint64_t seed, uint64_t offset, const char* op) {
+  if (this_thread.device < 0 || this_thread.device != device) return {seed, offset, nullptr};
+  // A range reserved from the default generator since capture_begin, at its seed then.
+  const Generator& g = default_generator();
+  LOOM_CHECK(seed == this_thread.rng_seed && offset >= this_thread.rng_start && offset < g.offset(), CaptureError, op,
+             ": while capturing a CUDA graph, random numbers must come from the default generator, not reseeded "
+             "during the capture (Note [graph-safe random numbers]); this draw uses seed ", seed, " counter ", offset,
+             ", the capture began at seed ", this_thread.rng_seed, " counter ", this_thread.rng_start);
+  this_thread.rng_used = true;
+  return {seed, offset - this_thread.rng_start, this_thread.rng_state};
 }
 }  // namespace detail
 
@@ -89,6 +109,28 @@ void CUDAGraph::capture_begin(MempoolId pool) {
   capturing_ = true;
   detail::this_thread = {device, id};
   ++detail::captures_underway;
+  // The device words of Note [graph-safe random numbers], from the graph's pool: allocating
+  // records nothing on the stream.
+  auto words = std::make_shared<Tensor>(empty({2}, TensorOptions(kInt64).device(Device(DeviceType::CUDA, device))));
+  rng_state_ = words->data();
+  rng_memory_ = std::move(words);
+  const Generator& g = default_generator();
+  rng_start_ = g.offset();
+  rng_used_ = false;
+  rng_increment_ = 0;
+  detail::this_thread.rng_state = static_cast<const uint64_t*>(rng_state_);
+  detail::this_thread.rng_seed = g.seed();
+  detail::this_thread.rng_start = rng_start_;
+}
+
+// The capture only recorded its draws: the counters it reserved go back to the generator,
+// and each replay reserves as many (Note [graph-safe random numbers]).
+static uint64_t give_back_counters(uint64_t start) {
+  Generator& g = default_generator();
+  const uint64_t end = g.offset();
+  if (end < start) return 0;  // reseeded meanwhile: the draws were refused (CaptureError)
+  g.rewind(end, start);
+  return end - start;
 }
 
 // The end of a capture, whatever its outcome: this thread records no more.
@@ -105,6 +147,8 @@ void CUDAGraph::capture_end() {
   cudaGraph_t graph = nullptr;
   const cudaError_t status = cudaStreamEndCapture(as_cuda(stream_), &graph);
   capturing_ = false;
+  rng_used_ = detail::this_thread.rng_used;
+  rng_increment_ = give_back_counters(rng_start_);
   stop_recording(device_);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t instantiated =
@@ -112,6 +156,8 @@ void CUDAGraph::capture_end() {
   if (graph && cudaGraphDestroy(graph) != cudaSuccess) (void)cudaGetLastError();
   if (status != cudaSuccess || instantiated != cudaSuccess) {
     (void)cudaGetLastError();
+    rng_memory_.reset();
+    rng_state_ = nullptr;
     detail::release_graph_pool(device_, pool_);
     pool_ = 0;
     const cudaError_t cause = status != cudaSuccess ? status : instantiated;
@@ -129,7 +175,10 @@ void CUDAGraph::abandon_capture() {
   if (cudaStreamEndCapture(as_cuda(stream_), &graph) != cudaSuccess) (void)cudaGetLastError();
   if (graph && cudaGraphDestroy(graph) != cudaSuccess) (void)cudaGetLastError();
   capturing_ = false;
+  give_back_counters(rng_start_);
   stop_recording(device_);
+  rng_memory_.reset();
+  rng_state_ = nullptr;
   detail::release_graph_pool(device_, pool_);
   pool_ = 0;
 }
@@ -138,7 +187,13 @@ void CUDAGraph::replay() {
   LOOM_CHECK(exec_ != nullptr, ValueError, "CUDAGraph::replay: nothing captured (no capture_end(), or reset())");
   detail::check_not_capturing("CUDAGraph::replay");
   DeviceGuard guard(device_);
-  LOOM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_cuda(Stream::current(device_).handle())));
+  void* stream = Stream::current(device_).handle();
+  if (rng_used_) {  // this replay's draws: fresh counters of the default generator, at its seed now
+    Generator& g = default_generator();
+    const uint64_t seed = g.seed();
+    detail::write_philox_state(rng_state_, seed, g.reserve(rng_increment_), stream);
+  }
+  LOOM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_cuda(stream)));
 }
 
 void CUDAGraph::reset() {
@@ -149,6 +204,9 @@ void CUDAGraph::reset() {
     LOOM_CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_)));
     exec_ = nullptr;
   }
+  rng_memory_.reset();  // before the pool it came from
+  rng_state_ = nullptr;
+  rng_used_ = false;
   if (pool_) {
     detail::release_graph_pool(device_, pool_);
     pool_ = 0;

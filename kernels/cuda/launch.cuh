@@ -34,8 +34,8 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda.h"
-#include "core/cuda_graph.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/philox_args.h"
 #endif
 
 namespace loom::kernels::cuda {
@@ -175,10 +175,10 @@ __global__ void __launch_bounds__(kBlockSize)
 
 template <typename F, typename index_t, typename Out, typename... In>
 __global__ void __launch_bounds__(kBlockSize)
-    random_kernel(index_t n, uint64_t seed, uint64_t offset, F f, OffsetCalculator<sizeof...(In) + 1, index_t> calc,
+    random_kernel(index_t n, ::loom::cuda::PhiloxArgs philox, F f, OffsetCalculator<sizeof...(In) + 1, index_t> calc,
                   Array<char*, sizeof...(In) + 1> ptrs) {
-  random_loop<Out, In...>(index_t(blockIdx.x * blockDim.x + threadIdx.x), index_t(gridDim.x * blockDim.x), n, seed,
-                          offset, f, calc, ptrs);
+  random_loop<Out, In...>(index_t(blockIdx.x * blockDim.x + threadIdx.x), index_t(gridDim.x * blockDim.x), n,
+                          philox.key(), philox.counter(), f, calc, ptrs);
 }
 
 // ---- launching -----------------------------------------------------------------------------
@@ -205,8 +205,6 @@ inline unsigned grid_size(int64_t items, int device) {
 template <typename Out, typename... In, typename F>
 void gpu_elementwise(const Tensor& out, const F& f, const std::array<const Tensor*, sizeof...(In)>& ins) {
   constexpr int N = sizeof...(In) + 1;
-  // seed and offset are launch arguments: a replayed graph would draw the same numbers.
-  ::loom::cuda::detail::check_not_capturing("random numbers (dropout, rand, randn, bernoulli, randint)");
   const int64_t n = out.numel();
   if (n == 0) return;
   const std::array<const Tensor*, N> operands = with_output(out, ins);
@@ -236,22 +234,23 @@ template <typename Out, typename... In, typename F>
 void gpu_random(const Tensor& out, uint64_t seed, uint64_t offset, const F& f,
                 const std::array<const Tensor*, sizeof...(In)>& ins) {
   constexpr int N = sizeof...(In) + 1;
-  // seed and offset are launch arguments: a replayed graph would draw the same numbers.
-  ::loom::cuda::detail::check_not_capturing("random numbers (dropout, rand, randn, bernoulli, randint)");
   const int64_t n = out.numel();
   if (n == 0) return;
   const std::array<const Tensor*, N> operands = with_output(out, ins);
   const int device = out.device().index;
+  // Graph-relative while capturing (Note [graph-safe random numbers]).
+  const ::loom::cuda::PhiloxArgs philox = ::loom::cuda::detail::philox_args(
+      device, seed, offset, "random numbers (dropout, rand, randn, bernoulli, randint)");
   ::loom::cuda::DeviceGuard guard(out.device());
   const cudaStream_t stream = current_stream(device);
   const cpu::StridedLayout<N> layout = coalesced_layout<N>(operands);
   const unsigned blocks = grid_size((n + 1) / 2, device);
   if (fits_in_32_bits<N>(layout)) {
     random_kernel<F, uint32_t, Out, In...><<<blocks, kBlockSize, 0, stream>>>(
-        uint32_t(n), seed, offset, f, make_offset_calculator<N, uint32_t>(layout), base_pointers<N>(operands));
+        uint32_t(n), philox, f, make_offset_calculator<N, uint32_t>(layout), base_pointers<N>(operands));
   } else {
     random_kernel<F, int64_t, Out, In...><<<blocks, kBlockSize, 0, stream>>>(
-        n, seed, offset, f, make_offset_calculator<N, int64_t>(layout), base_pointers<N>(operands));
+        n, philox, f, make_offset_calculator<N, int64_t>(layout), base_pointers<N>(operands));
   }
   LOOM_CUDA_KERNEL_CHECK();
 }

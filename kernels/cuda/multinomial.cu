@@ -5,6 +5,7 @@
 // ValueError).
 #include <cuda_runtime.h>
 
+#include "core/cuda_graph.h"
 #include "core/factories.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
