@@ -2,13 +2,21 @@
 // signature it keys graphs by, that every call runs exactly one step, and that it falls
 // back to eager steps saying why; on a GPU ("[.cuda]"), replayed steps equal eager ones bit
 // for bit, one graph per input shape within its bound.
+#include <cmath>
+
 #include "cuda_test_util.h"
 #include "test_util.h"
 
+#include "autograd/autocast.h"
 #include "core/cuda_emulation.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
+#include "nn/embedding.h"
+#include "optim/adam.h"
+#include "optim/grad_scaler.h"
+#include "optim/lr_scheduler.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "train/graphed_step.h"
 
@@ -166,4 +174,101 @@ TEST_CASE("graphed step: a step with dropout is replayed, drawing the eager step
   REQUIRE(step.why_eager().empty());
   REQUIRE(replays == 8 - 2 * 1);
   REQUIRE(graphed.weights() == eager.weights());
+}
+
+namespace {
+// A small classifier (Embedding -> mean -> Linear) trained by a capturable optimizer of
+// `kind`, with an optional GradScaler under float16 autocast: the step a graphed loop runs.
+struct Classifier {
+  nn::Embedding embedding{nn::EmbeddingOptions(50, 16)};
+  nn::Linear fc{nn::LinearOptions(16, 4)};
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<optim::StepLR> schedule;
+  amp::GradScaler scaler;
+  bool autocast;
+  Classifier(const std::string& kind, bool with_scaler)
+      : scaler({.enabled = with_scaler}), autocast(with_scaler) {
+    manual_seed(17);
+    embedding = nn::Embedding(nn::EmbeddingOptions(50, 16));
+    fc = nn::Linear(nn::LinearOptions(16, 4));
+    embedding->to(kCUDA);
+    fc->to(kCUDA);
+    std::vector<Tensor> params = embedding->parameters();
+    for (const Tensor& p : fc->parameters()) params.push_back(p);
+    if (kind == "SGD") opt = std::make_unique<optim::SGD>(params, optim::SGDOptions(0.1).momentum(0.9).capturable(true));
+    if (kind == "Adam") opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(0.01).capturable(true));
+    if (kind == "AdamW") opt = std::make_unique<optim::AdamW>(params, optim::AdamOptions(0.01).capturable(true));
+    if (kind == "RMSprop")
+      opt = std::make_unique<optim::RMSprop>(params, optim::RMSpropOptions(0.01).momentum(0.5).capturable(true));
+    schedule = std::make_unique<optim::StepLR>(*opt, 5, 0.5);
+  }
+  Tensor step(const std::vector<Tensor>& in) {  // tokens (B, T), labels (B)
+    opt->zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard guard(kCUDA, kFloat16, autocast);
+      loss = nn::functional::cross_entropy(fc(embedding(in[0]).mean(1)), in[1]);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(*opt);
+    scaler.update();
+    return loss.detach();
+  }
+  std::vector<float> weights() const {
+    std::vector<float> w = embedding->weight.cpu().to_vector<float>();
+    for (float v : fc->weight.cpu().to_vector<float>()) w.push_back(v);
+    return w;
+  }
+};
+}  // namespace
+
+TEST_CASE("graphed step: 20 replayed steps equal 20 eager steps for each optimizer, scaler and scheduler",
+          "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  for (const std::string kind : {"SGD", "Adam", "AdamW", "RMSprop"}) {
+    for (bool with_scaler : {false, true}) {
+      INFO(kind << (with_scaler ? " with GradScaler and float16 autocast" : ""));
+      Classifier eager(kind, with_scaler), graphed(kind, with_scaler);
+      train::GraphedStep step([&](const std::vector<Tensor>& in) { return graphed.step(in); },
+                              train::GraphedStepOptions().with_quiet(true));
+      manual_seed(3);
+      for (int i = 0; i < 20; ++i) {
+        const std::vector<Tensor> batch = {randint(0, 50, {8, 6}).to(kCUDA), randint(0, 4, {8}).to(kCUDA)};
+        const double got = step(batch).item<double>();
+        REQUIRE(got == eager.step(batch).item<double>());
+        if (i % 4 == 3) {  // the scheduler, outside the step: writes the device learning rate
+          eager.schedule->step();
+          graphed.schedule->step();
+        }
+      }
+      INFO(step.why_eager());
+      REQUIRE(step.captures() == 1);
+      REQUIRE(step.last_replayed());
+      REQUIRE(graphed.weights() == eager.weights());
+      if (with_scaler) REQUIRE(graphed.scaler.get_scale() == eager.scaler.get_scale());
+    }
+  }
+}
+
+TEST_CASE("graphed step: a bad index in a replayed or an eager step is an IndexError at the next sync, then "
+          "training goes on", "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  Classifier model("Adam", false);
+  train::GraphedStep step([&](const std::vector<Tensor>& in) { return model.step(in); },
+                          train::GraphedStepOptions().with_quiet(true));
+  manual_seed(4);
+  const auto good = [] { return std::vector<Tensor>{randint(0, 50, {8, 6}).to(kCUDA), randint(0, 4, {8}).to(kCUDA)}; };
+  for (int i = 0; i < 4; ++i) (void)step(good()).item<double>();
+  REQUIRE(step.last_replayed());
+  for (bool graphed : {true, false}) {
+    INFO((graphed ? "replayed" : "eager"));
+    std::vector<Tensor> bad = good();
+    bad[0] = bad[0].cpu();
+    bad[0].narrow(0, 2, 1).narrow(1, 3, 1).fill_(77);  // token 77 of an embedding of 50
+    bad[0] = bad[0].to(kCUDA);
+    Tensor loss = graphed ? step(bad) : model.step(bad);  // queued: nothing waits
+    REQUIRE_THROWS_WITH(loss.item<double>(), Catch::Contains("embedding") && Catch::Contains("77"));
+    const double next = step(good()).item<double>();  // the next step works
+    REQUIRE(std::isfinite(next));
+  }
 }

@@ -46,6 +46,7 @@
 #include "kernels/attention_layout.h"
 #include "kernels/attention_math.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace loom::kernels::cuda {
@@ -259,16 +260,14 @@ __device__ void block_gemm(float* c, int ldc, const T* a, int lda, const T* b, i
 }
 
 // The max or sum of v over each group of G consecutive lanes (G a power of 2 up to 32),
-// returned to all of them.
+// returned to all of them: the shared group_reduce of kernels/cuda/block_reduce.cuh.
 template <int G>
 __device__ inline float group_max(float v) {
-  for (int d = G / 2; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
-  return v;
+  return group_reduce<G>(v, [](float a, float b) { return fmaxf(a, b); });
 }
 template <int G>
 __device__ inline float group_sum(float v) {
-  for (int d = G / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
+  return group_reduce<G>(v, [](float a, float b) { return a + b; });
 }
 
 // s (= scale q_i . k_j) + bias_ij of query i, key j, or -inf where the key is hidden:
