@@ -256,6 +256,10 @@ void record_memory(const void* addr, int64_t bytes, Device device) {
   if (bytes > 0) {
     if (t.unadopted.size() >= 64) t.unadopted.erase(t.unadopted.begin());
     t.unadopted.emplace_back(r.addr, index);
+  } else {
+    // Freed before any op took it: an op's output made later at the same address (the
+    // caching allocators reuse blocks) must not adopt this record.
+    std::erase_if(t.unadopted, [&](const std::pair<uint64_t, size_t>& u) { return u.first == r.addr; });
   }
 }
 
