@@ -103,8 +103,10 @@ namespace {
 int64_t* recorded_at(void* handle) { return static_cast<int64_t*>(handle); }
 }  // namespace
 
-Event::Event(bool enable_timing)
-    : handle_(new int64_t(-1)), timing_(enable_timing), device_(emulated_device(-1, "Event")) {}
+// The device check comes first: a DeviceError must not leave the handle behind.
+Event::Event(bool enable_timing) : timing_(enable_timing), device_(emulated_device(-1, "Event")) {
+  handle_ = new int64_t(-1);
+}
 Event::~Event() { delete recorded_at(handle_); }
 Event::Event(Event&& o) noexcept : handle_(o.handle_), timing_(o.timing_), device_(o.device_) { o.handle_ = nullptr; }
 Event& Event::operator=(Event&& o) noexcept {
