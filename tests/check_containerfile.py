@@ -5,6 +5,8 @@ CI cannot reach; the container test builds the CPU variant of the same file). Fa
   - a stage name used twice, or a FROM / COPY --from naming a stage not defined above it;
   - a global ARG used inside a stage that does not declare it again (it would be empty there);
   - a COPY source missing from the tree or left out of the context by .dockerignore;
+  - a COPY of scripts/install-deps.sh without the scripts it runs or sources (a stage that
+    copies only the install scripts, before the sources, must copy all of them);
   - a RUN command that /bin/sh cannot parse (sh -n), CUDA-only branches included;
   - a CMD / ENTRYPOINT in JSON form that is not a JSON list of strings;
   - a .devcontainer/devcontainer.json that does not build a stage of this file;
@@ -94,6 +96,10 @@ def main(source):
     parsed = instructions((source / "Containerfile").read_text())
     ignore = [l.strip() for l in (source / ".dockerignore").read_text().splitlines()
               if l.strip() and not l.startswith("#")]
+    # The files of scripts/ that install-deps.sh runs or sources (bash / source scripts/X).
+    install_deps = (source / "scripts" / "install-deps.sh").read_text()
+    install_deps_scripts = set(re.findall(r"(?:bash|source|\.)\s+(?:\S*/)?scripts/([\w.-]+)", install_deps))
+    install_deps_scripts |= {"dependencies.txt"} if "dependencies.sh" in install_deps_scripts else set()
 
     global_args, stages, stage_args, froms = {}, [], set(), []
     for number, keyword, arguments in parsed:
@@ -132,6 +138,10 @@ def main(source):
                 from_stage = re.search(r"--from=(\S+)", arguments)
                 if from_stage and from_stage.group(1) not in stages[:-1]:
                     errors.append(f"{where}: COPY --from={from_stage.group(1)}: no stage of that name above")
+                if not from_stage and any(w.endswith("scripts/install-deps.sh") for w in words[:-1]):
+                    copied = {Path(w).name for w in words[:-1]}
+                    for needed in sorted(install_deps_scripts - copied):
+                        errors.append(f"{where}: COPY of scripts/install-deps.sh without scripts/{needed}, which it runs")
                 if not from_stage:
                     for src in words[:-1]:
                         path = src.rstrip("/")
