@@ -226,8 +226,7 @@ int main(int argc, char** argv) {
           return loss.detach().to(kFloat32).reshape({1});
         },
         cuda_graph.options());
-    examples::DeviceStepStats graphed_losses;
-    std::vector<size_t> graphed_sizes;  // each graphed step's characters
+    examples::DeviceStepStats graphed_losses;  // weighted by each step's characters
     std::unique_ptr<profiler::Profile> prof = profile.start();
     double valid_loss = 0;
     for (int epoch = 0; epoch < epochs; ++epoch) {
@@ -240,9 +239,9 @@ int main(int argc, char** argv) {
       for (CharWindow& cpu_batch : train_loader) {
         Tensor input = cpu_batch.input.to(device), target = cpu_batch.target.to(device);  // (B, T)
         if (cuda_graph.on) {
-          graphed_losses.add(graphed_step({input, target}));
-          graphed_sizes.push_back(static_cast<size_t>(target.numel()));
-          bar.update(1, {}, graphed_sizes.back());
+          const auto n = static_cast<size_t>(target.numel());
+          graphed_losses.add(graphed_step({input, target}), double(n));
+          bar.update(1, {}, n);
           examples::profile_step(prof);
           continue;
         }
@@ -267,12 +266,10 @@ int main(int argc, char** argv) {
         examples::profile_step(prof);
       }
       bar.close();
-      const std::vector<std::vector<double>> graphed = graphed_losses.read();  // --cuda-graph: one wait
-      for (size_t i = 0; i < graphed.size(); ++i) {
-        loss_sum += graphed[i][0] * double(graphed_sizes[i]), seen += graphed_sizes[i];
-        log.log_step(epoch + 1, ++step, {{"loss", graphed[i][0]}});
+      for (const examples::DeviceStepStats::Step& s : graphed_losses.read()) {  // --cuda-graph: one wait
+        loss_sum += s.values[0] * s.weight, seen += static_cast<size_t>(s.weight);
+        log.log_step(epoch + 1, ++step, {{"loss", s.values[0]}});
       }
-      graphed_sizes.clear();
       scheduler.step();
       summary.end_epoch(seen);
 

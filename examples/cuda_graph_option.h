@@ -8,7 +8,8 @@
 //   optim::Adam opt(params, optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
 //   train::GraphedStep step(step_fn, cuda_graph.options());   // eager without --cuda-graph
 //   examples::DeviceStepStats stats;   // what each step returns, read once per epoch
-//   for (...) stats.add(step({inputs on the GPU}));
+//   for (...) stats.add(step({inputs on the GPU}), batch_size);
+//   for (const examples::DeviceStepStats::Step& s : stats.read()) ...   // at the epoch's end
 //
 // The step's inputs must all live on the GPU (the graph replays addresses; a CPU tensor's
 // values would be frozen into it), so the text examples hand the lengths over on the GPU
@@ -48,27 +49,38 @@ struct CudaGraphOption {
 };
 
 // The statistics each step returns (a small float tensor on the step's device, the same
-// length every step), kept on the device and read with one wait at the epoch's end. A
-// replayed step's output is the graph's static tensor, overwritten by the next replay, so
-// each is cloned (one small copy on the GPU's stream, nothing waits).
+// length every step) with the step's weight on the host (its batch size), kept until the
+// epoch's end and then read with one wait. A replayed step's output is the graph's static
+// tensor, overwritten by the next replay, so each is cloned (one small copy on the GPU's
+// stream, nothing waits).
 class DeviceStepStats {
  public:
-  void add(const loom::Tensor& stats) { steps_.push_back(stats.detach().clone()); }
-  // Each step's statistics, in order (one wait for the GPU); empties the list.
-  std::vector<std::vector<double>> read() {
-    std::vector<std::vector<double>> out;
-    if (steps_.empty()) return out;
-    const loom::Tensor all = loom::stack(steps_, 0).to(loom::kFloat64).cpu();  // (steps, k)
+  struct Step {
+    std::vector<double> values;  // what the step returned
+    double weight;               // what add() was given with it
+  };
+
+  void add(const loom::Tensor& stats, double weight) {
+    stats_.push_back(stats.detach().clone());
+    weights_.push_back(weight);
+  }
+  // Each step's statistics and weight, in order (one wait for the GPU); empties the list.
+  std::vector<Step> read() {
+    std::vector<Step> out;
+    if (stats_.empty()) return out;
+    const loom::Tensor all = loom::stack(stats_, 0).to(loom::kFloat64).cpu();  // (steps, k)
     const int64_t k = all.size(1);
     const std::vector<double> flat = all.to_vector<double>();
-    for (size_t s = 0; s < steps_.size(); ++s)
-      out.emplace_back(flat.begin() + int64_t(s) * k, flat.begin() + int64_t(s + 1) * k);
-    steps_.clear();
+    for (size_t s = 0; s < stats_.size(); ++s)
+      out.push_back({{flat.begin() + int64_t(s) * k, flat.begin() + int64_t(s + 1) * k}, weights_[s]});
+    stats_.clear();
+    weights_.clear();
     return out;
   }
 
  private:
-  std::vector<loom::Tensor> steps_;
+  std::vector<loom::Tensor> stats_;  // on the device
+  std::vector<double> weights_;
 };
 
 }  // namespace examples

@@ -153,8 +153,7 @@ int main(int argc, char** argv) {
           return stack({loss.detach().to(kFloat32), logits.argmax(1).eq(in[2]).sum().to(kFloat32)});
         },
         cuda_graph.options());
-    examples::DeviceStepStats graphed_stats;
-    std::vector<double> graphed_sizes;  // each graphed step's batch size
+    examples::DeviceStepStats graphed_stats;  // (loss, correct) of each step, weighted by its texts
     std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int64_t epoch = start_epoch; epoch < end_epoch && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
@@ -168,8 +167,8 @@ int main(int argc, char** argv) {
         const size_t batch_tokens = static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // on the CPU
         tokens += batch_tokens;
         if (cuda_graph.on) {
-          graphed_stats.add(graphed_step({batch.tokens, batch.lengths.to(device, /*non_blocking=*/true), batch.labels}));
-          graphed_sizes.push_back(static_cast<double>(batch.labels.size(0)));
+          graphed_stats.add(graphed_step({batch.tokens, batch.lengths.to(device, /*non_blocking=*/true), batch.labels}),
+                            static_cast<double>(batch.labels.size(0)));
           bar.update(1, {}, batch_tokens);
           examples::profile_step(prof);
           continue;
@@ -198,12 +197,10 @@ int main(int argc, char** argv) {
         examples::profile_step(prof);
       }
       bar.close();
-      const std::vector<std::vector<double>> graphed = graphed_stats.read();  // --cuda-graph: one wait per epoch
-      for (size_t i = 0; i < graphed.size(); ++i) {  // (loss, correct) of each step
-        loss_sum += graphed[i][0] * graphed_sizes[i], correct += graphed[i][1], seen += graphed_sizes[i];
-        log.log_step(epoch + 1, ++step, {{"loss", graphed[i][0]}});
+      for (const examples::DeviceStepStats::Step& s : graphed_stats.read()) {  // --cuda-graph: one wait per epoch
+        loss_sum += s.values[0] * s.weight, correct += s.values[1], seen += s.weight;
+        log.log_step(epoch + 1, ++step, {{"loss", s.values[0]}});
       }
-      graphed_sizes.clear();
       scheduler.step();
       std::vector<double> totals = {loss_sum, correct, seen};  // over every rank's share
       distributed.sum(totals);
