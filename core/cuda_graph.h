@@ -38,6 +38,10 @@
 
 #include "core/cuda.h"
 
+namespace loom {
+class Tensor;
+}
+
 namespace loom::cuda {
 
 // A private pool of the device's caching allocator; 0 means "a new one".
@@ -69,6 +73,7 @@ class CUDAGraph {
 
  private:
   void abandon_capture();  // ends an open capture, discarding what it recorded
+  void release_pool();     // drops the random-number words, then gives the pool up
   friend class GraphCapture;
 
   void* exec_ = nullptr;    // cudaGraphExec_t
@@ -78,8 +83,7 @@ class CUDAGraph {
   bool capturing_ = false;
   // Note [graph-safe random numbers]: the device words {seed, base} the captured random
   // kernels read (in the graph's pool), written before each replay that needs them.
-  std::shared_ptr<void> rng_memory_;  // the Tensor holding them
-  void* rng_state_ = nullptr;
+  std::shared_ptr<Tensor> rng_state_;  // (2,) int64 on the graph's device
   uint64_t rng_start_ = 0;      // the default generator's offset at capture_begin
   uint64_t rng_increment_ = 0;  // counters one replay reserves
   bool rng_used_ = false;       // a captured kernel reads rng_state_

@@ -111,14 +111,12 @@ void CUDAGraph::capture_begin(MempoolId pool) {
   ++detail::captures_underway;
   // The device words of Note [graph-safe random numbers], from the graph's pool: allocating
   // records nothing on the stream.
-  auto words = std::make_shared<Tensor>(empty({2}, TensorOptions(kInt64).device(Device(DeviceType::CUDA, device))));
-  rng_state_ = words->data();
-  rng_memory_ = std::move(words);
+  rng_state_ = std::make_shared<Tensor>(empty({2}, TensorOptions(kInt64).device(Device(DeviceType::CUDA, device))));
   const Generator& g = default_generator();
   rng_start_ = g.offset();
   rng_used_ = false;
   rng_increment_ = 0;
-  detail::this_thread.rng_state = static_cast<const uint64_t*>(rng_state_);
+  detail::this_thread.rng_state = static_cast<const uint64_t*>(rng_state_->data());
   detail::this_thread.rng_seed = g.seed();
   detail::this_thread.rng_start = rng_start_;
 }
@@ -156,10 +154,7 @@ void CUDAGraph::capture_end() {
   if (graph && cudaGraphDestroy(graph) != cudaSuccess) (void)cudaGetLastError();
   if (status != cudaSuccess || instantiated != cudaSuccess) {
     (void)cudaGetLastError();
-    rng_memory_.reset();
-    rng_state_ = nullptr;
-    detail::release_graph_pool(device_, pool_);
-    pool_ = 0;
+    release_pool();
     const cudaError_t cause = status != cudaSuccess ? status : instantiated;
     throw CaptureError(loom::detail::str("CUDAGraph::capture_end: the capture could not be ",
                                    status != cudaSuccess ? "completed" : "instantiated", " (", cudaGetErrorName(cause),
@@ -177,10 +172,16 @@ void CUDAGraph::abandon_capture() {
   capturing_ = false;
   give_back_counters(rng_start_);
   stop_recording(device_);
-  rng_memory_.reset();
-  rng_state_ = nullptr;
-  detail::release_graph_pool(device_, pool_);
-  pool_ = 0;
+  release_pool();
+}
+
+void CUDAGraph::release_pool() {
+  rng_state_.reset();  // before the pool it came from
+  rng_used_ = false;
+  if (pool_) {
+    detail::release_graph_pool(device_, pool_);
+    pool_ = 0;
+  }
 }
 
 void CUDAGraph::replay() {
@@ -191,7 +192,7 @@ void CUDAGraph::replay() {
   if (rng_used_) {  // this replay's draws: fresh counters of the default generator, at its seed now
     Generator& g = default_generator();
     const uint64_t seed = g.seed();
-    detail::write_philox_state(rng_state_, seed, g.reserve(rng_increment_), stream);
+    detail::write_philox_state(rng_state_->data(), seed, g.reserve(rng_increment_), stream);
   }
   LOOM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), as_cuda(stream)));
 }
@@ -204,13 +205,7 @@ void CUDAGraph::reset() {
     LOOM_CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_)));
     exec_ = nullptr;
   }
-  rng_memory_.reset();  // before the pool it came from
-  rng_state_ = nullptr;
-  rng_used_ = false;
-  if (pool_) {
-    detail::release_graph_pool(device_, pool_);
-    pool_ = 0;
-  }
+  release_pool();
 }
 
 GraphCapture::GraphCapture(CUDAGraph& graph, MempoolId pool)
