@@ -163,10 +163,20 @@ void Optimizer::fused_step(bool counts_steps, States&& states, Update&& update) 
     kernels::ParamList<K> list;
     kernels::UpdateScalars scalars;
   };
+  // Every group checked before any count moves or any parameter changes.
+  for (const ParamGroup& group : groups_) {
+    const Tensor* first = nullptr;  // the group's first parameter with a gradient
+    for (const Tensor& p : group.params) {
+      if (!p.grad().defined()) continue;
+      check_param(p);
+      if (!first) first = &p;
+      LOOM_CHECK(!capturable_ || p.device() == first->device(), ValueError, name_,
+                 ": a capturable optimizer keeps one learning rate per group on one device; this group has "
+                 "parameters on ", first->device(), " and ", p.device());
+    }
+  }
   size_t i = 0;
   for (ParamGroup& group : groups_) {
-    for (const Tensor& p : group.params)  // all checked before any count moves
-      if (p.grad().defined()) check_param(p);
     std::vector<List> lists;  // usually one
     for (Tensor& p : group.params) {
       const size_t index = i++;
@@ -184,9 +194,6 @@ void Optimizer::fused_step(bool counts_steps, States&& states, Update&& update) 
     }
     for (List& l : lists) {
       if (capturable_) {
-        LOOM_CHECK(l.device == lists.front().device, ValueError, name_,
-                   ": a capturable optimizer keeps one learning rate per group on one device; this group has "
-                   "parameters on ", lists.front().device, " and ", l.device);
         l.scalars.device_lr = device_lr(group, l.device);
         l.scalars.found_inf = found_inf_;
       } else {

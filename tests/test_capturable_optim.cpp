@@ -274,4 +274,29 @@ TEST_CASE("capturable optimizers: the unscale, inf check, step and scale update 
   }
 }
 
+
+TEST_CASE("capturable optimizers: a group on two devices is refused before any parameter or count changes",
+          "[cuda_emulation]") {
+  cuda::EmulationGuard emulate;
+  for (const auto& [name, make] : optimizers()) {
+    INFO(name);
+    // Two groups: the first is fine, the second has a parameter on each device.
+    std::vector<Tensor> fine = make_params(kCPU);
+    std::vector<Tensor> mixed = {test::random_nonzero({5}).requires_grad_(true),
+                                 test::random_nonzero({5}).to(kCUDA).requires_grad_(true)};
+    std::unique_ptr<Optimizer> opt = make(fine, true);
+    opt->add_param_group(mixed, opt->param_groups()[0].lr);
+    set_grads(fine, 0);
+    set_grads(mixed, 0);
+    std::vector<std::vector<double>> before;
+    for (const Tensor& p : fine) before.push_back(p.detach().cpu().to(kFloat64).to_vector<double>());
+    const size_t entries_before = opt->state_dict().size();
+    REQUIRE_THROWS_WITH(opt->step(), Catch::Contains("one learning rate per group on one device") &&
+                                         Catch::Contains("cpu") && Catch::Contains("cuda:0"));
+    for (size_t j = 0; j < fine.size(); ++j)
+      REQUIRE(fine[j].detach().cpu().to(kFloat64).to_vector<double>() == before[j]);
+    REQUIRE(opt->state_dict().size() == entries_before);  // no state made, no count moved
+  }
+}
+
 #endif
