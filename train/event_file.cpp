@@ -27,11 +27,6 @@ void append_u64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
 
 // The <n> of the file name: files opened by this process, as TensorBoard's global uid.
 std::atomic<long> files_opened{0};
@@ -58,6 +53,12 @@ std::string file_version_event() {
 }
 
 }  // namespace
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
 
 double unix_time_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -31,6 +31,10 @@ struct EventFileOptions {
 // The TFRecord framing of one record (above).
 std::string tfrecord_frame(std::string_view data);
 
+// This machine's name (gethostname), or "localhost": the event files' and the profiler
+// traces' file names carry it, as TensorBoard's writers do.
+std::string host_name();
+
 // Seconds since the Unix epoch, with the fraction: an Event's wall_time.
 double unix_time_seconds();
 

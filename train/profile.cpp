@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "train/chrome_trace.h"
+#include "train/event_file.h"
 #include "train/timeline_html.h"
 
 namespace loom::profiler {
@@ -112,11 +113,7 @@ void Profile::export_chrome_trace(const std::string& path) const {
 void Profile::export_html(const std::string& path) const { write_file(path, timeline_html(events()), "export_html"); }
 
 std::function<void(Profile&)> tensorboard_trace_handler(const std::string& dir, std::string worker_name) {
-  if (worker_name.empty()) {
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
-    worker_name = std::string(host) + "_" + std::to_string(::getpid());
-  }
+  if (worker_name.empty()) worker_name = train::host_name() + "_" + std::to_string(::getpid());
   return [dir, worker_name](Profile& prof) {
     std::filesystem::create_directories(dir);
     const auto ms =

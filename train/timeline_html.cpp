@@ -1,6 +1,5 @@
 #include "train/timeline_html.h"
 
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -158,7 +157,7 @@ resize();
 </script></body></html>
 )html";
 
-double micros(int64_t ns) { return std::round(double(ns) / 1.0) / 1e3; }
+double micros(int64_t ns) { return double(ns) / 1e3; }
 
 }  // namespace
 
