@@ -132,20 +132,20 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     return t.dim() == 4 && t.size(0) == batch[0] && t.size(1) == batch[1] && t.stride(3) == 1;
   };
   const bool heads = batch.size() == 2 && own_heads(q) && own_heads(k) && own_heads(v);
-  auto operand = [&](const Tensor& t, int64_t rows, int64_t cols) {
-    return fused_attention_operand(heads ? t : t.expand(with_last_two(batch, rows, cols)).reshape({N, rows, cols}));
+  auto merged = [&](const Tensor& t, int64_t rows, int64_t cols) {  // (B, H, rows, cols) or (N, rows, cols)
+    const Tensor broadcast = t.expand(with_last_two(batch, rows, cols));
+    return heads ? broadcast : broadcast.reshape({N, rows, cols});
   };
-  Tensor bias;
-  if (additive.defined())
-    bias = heads ? additive.expand(with_last_two(batch, L, S))
-                 : additive.expand(with_last_two(batch, L, S)).reshape({N, L, S});
-  const Tensor qf = operand(q, L, E), kf = operand(k, S, E), vf = operand(v, S, Ev);
+  const Tensor bias = additive.defined() ? merged(additive, L, S) : Tensor();
+  const Tensor qf = fused_attention_operand(merged(q, L, E)), kf = fused_attention_operand(merged(k, S, E)),
+               vf = fused_attention_operand(merged(v, S, Ev));
   const bool needs_backward = needs_grad(q, k, v);
   const kernels::SDPBackend tier = kernels::choose_sdp_backend(kOp, [&](kernels::SDPBackend b) -> std::string {
     if (mask.defined() && mask.requires_grad()) return "attn_mask requires grad, and the fused kernels give it none";
     return kernels::attention_refusal(b, qf, kf, vf, bias, is_causal, dropout_p, needs_backward);
   });
-  if (tier == kernels::SDPBackend::MATH) return detail::sdpa_reference(q, k, v, mask, dropout_p, is_causal, scale);
+  // The mask as the fused tiers take it: additive already (a float mask is its own).
+  if (tier == kernels::SDPBackend::MATH) return detail::sdpa_reference(q, k, v, additive, dropout_p, is_causal, scale);
   const double s = scale.value_or(1.0 / std::sqrt(double(E)));
   const Tensor out = fused_attention(qf, kf, vf, bias, is_causal, s, dropout_p, tier);
   return heads ? out : out.reshape(with_last_two(batch, L, Ev));  // (B, H, L, Ev) or (..., L, Ev)
