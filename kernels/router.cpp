@@ -1,7 +1,6 @@
 // The device-neutral kernel entry points of kernels/kernels.h (Note [kernel routing] in
 // kernels/backend.h): each checks what holds on every device — its operands share one
 // device, above all — once, and calls that device's backend.
-#include "core/cuda_graph.h"
 #include "kernels/backend.h"
 #include "kernels/recorded_kernel.h"
 #include "kernels/rnn_layer_check.h"
@@ -205,6 +204,16 @@ bool attention_operands_ok(std::initializer_list<const Tensor*> ts) {
 
 }  // namespace
 
+namespace {
+// What the fused forwards take (nn/attention.cpp makes it so): a failure is Loom's bug.
+void check_attention_forward(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& bias, const AttentionDropout& dropout) {
+  LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
+                  (!bias.defined() || bias.dim() == q.dim()) && dropout.p >= 0 && dropout.p < 1,
+              op, ": bad arguments");
+}
+}  // namespace
+
 bool attention_heads_in_place(const Tensor& t) {
   return (t.stride(3) == 1 || t.size(3) <= 1) && (t.size(2) <= 1 || t.stride(2) >= t.size(3));
 }
@@ -212,12 +221,7 @@ bool attention_heads_in_place(const Tensor& t) {
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
-  // The dropout's Philox seed and offset are launch arguments: a replayed graph would drop
-  // the same weights every step (Note [CUDA graph capture]).
-  if (dropout.p > 0 && q.is_cuda()) cuda::detail::check_not_capturing("scaled_dot_product_attention with dropout");
-  LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
-                  (!bias.defined() || bias.dim() == q.dim()) && dropout.p >= 0 && dropout.p < 1,
-              op, ": bad arguments");
+  check_attention_forward(op, out, lse, q, k, v, bias, dropout);
   slot(route(op, {&out, &lse, &q, &k, &v, &bias}), &Backend::attention_forward, op)(out, lse, q, k, v, bias, causal,
                                                                                    scale, dropout);
 }
@@ -236,12 +240,7 @@ void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
                              const Tensor& v, const Tensor& bias, bool causal, double scale,
                              const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention (cuDNN)";
-  // The dropout's Philox seed and offset are launch arguments: a replayed graph would drop
-  // the same weights every step (Note [CUDA graph capture]).
-  if (dropout.p > 0 && q.is_cuda()) cuda::detail::check_not_capturing("scaled_dot_product_attention with dropout");
-  LOOM_ASSERT(attention_operands_ok({&q, &k, &v, &out}) && lse.dim() == 2 && lse.is_contiguous() &&
-                  (!bias.defined() || bias.dim() == q.dim()) && dropout.p >= 0 && dropout.p < 1,
-              op, ": bad arguments");
+  check_attention_forward(op, out, lse, q, k, v, bias, dropout);
   slot(route(op, {&out, &lse, &q, &k, &v, &bias}), &Backend::cudnn_attention_forward, op)(out, lse, q, k, v, bias,
                                                                                          causal, scale, dropout);
 }

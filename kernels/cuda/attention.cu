@@ -41,6 +41,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/cuda_graph.h"
 #include "core/factories.h"
 #include "kernels/attention_dropout.h"
 #include "kernels/attention_layout.h"
@@ -520,6 +521,9 @@ int64_t head_dim(const Tensor& q, const Tensor& v) { return std::max(q.size(-1),
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention";
+  // The dropout's Philox seed and offset are launch arguments: a replayed graph would drop
+  // the same weights every step (Note [CUDA graph capture]).
+  if (dropout.p > 0) ::loom::cuda::detail::check_not_capturing("scaled_dot_product_attention with dropout");
   LOOM_ASSERT(lse.dtype() == kFloat32, op, ": the CUDA kernel keeps lse in float32");
   const int64_t N = attention_matrices(q), L = q.size(-2);
   if (N == 0 || L == 0) return;

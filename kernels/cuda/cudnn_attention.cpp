@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/cuda.h"
+#include "core/cuda_graph.h"
 #include "core/factories.h"
 #include "kernels/attention_layout.h"
 #include "kernels/cuda/check.h"
@@ -287,6 +288,9 @@ std::string cudnn_attention_refusal(const Tensor& q, const Tensor& k, const Tens
 void cudnn_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const char* op = "scaled_dot_product_attention (cuDNN)";
+  // The dropout's Philox seed and offset are launch arguments: a replayed graph would drop
+  // the same weights every step (Note [CUDA graph capture]).
+  if (dropout.p > 0) ::loom::cuda::detail::check_not_capturing("scaled_dot_product_attention with dropout");
   ::loom::cuda::DeviceGuard guard(q.device());
   const AttentionSignature s = attention_signature(q, k, v, out, bias, causal, dropout.p);
   const std::string why = refusal_before_build(s, {&q, &k, &v, &out}, bias, false);
