@@ -73,6 +73,10 @@ void GraphedStep::give_up(Entry& entry, const std::string& why) {
   entry.graph.reset();
   entry.static_inputs.clear();
   entry.static_output = Tensor();
+  say_eager(why);
+}
+
+void GraphedStep::say_eager(const std::string& why) {
   if (!why_eager_.empty()) return;  // said once
   why_eager_ = why;
   if (!options_.quiet) std::fprintf(stderr, "GraphedStep: running the step eagerly: %s\n", why.c_str());
@@ -82,8 +86,7 @@ Tensor GraphedStep::operator()(const std::vector<Tensor>& inputs) {
   last_replayed_ = false;
   if (!options_.enabled) return step_(inputs);
   if (const std::string why = not_capturable(inputs); !why.empty()) {
-    Entry none;
-    give_up(none, why);
+    say_eager(why);
     return step_(inputs);
   }
   Entry& entry = entry_for(input_signature(inputs));

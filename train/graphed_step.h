@@ -81,7 +81,8 @@ class GraphedStep {
  private:
   struct Entry;
   Entry& entry_for(const std::string& signature);
-  void give_up(Entry& entry, const std::string& why);
+  void give_up(Entry& entry, const std::string& why);  // that signature runs eagerly from now on
+  void say_eager(const std::string& why);              // why_eager_ and stderr, the first time
   Tensor capture_and_replay(Entry& entry, const std::vector<Tensor>& inputs);
 
   StepFn step_;
