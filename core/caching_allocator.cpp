@@ -71,11 +71,7 @@ size_t CachingAllocatorCore::segment_size(size_t rounded) {
 void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream, size_t* block_size, PoolId pool) {
   if (bytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pool != 0) {
-    auto it = pools_.find(pool);
-    LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: allocate into pool ",
-               pool, ": no such live private pool");
-  }
+  PoolStats* pool_stats = pool != 0 ? &live_pool(pool, "allocate") : nullptr;  // stable: the pool is live
   if (bytes > kMaxRequest) throw OutOfMemoryError(out_of_memory_message(bytes));
   const size_t size = round_size(bytes);
   const bool small = size <= kSmallRequest;
@@ -87,7 +83,7 @@ void* CachingAllocatorCore::allocate(size_t bytes, uintptr_t stream, size_t* blo
   block->allocated = true;
   live_.emplace(block->ptr, block);
 
-  if (pool != 0) pools_[pool].allocated += block->size;
+  if (pool_stats) pool_stats->allocated += block->size;
   stats_.allocated += block->size;
   stats_.max_allocated = std::max(stats_.max_allocated, stats_.allocated);
   if (block_size) *block_size = block->size;
@@ -237,16 +233,22 @@ bool CachingAllocatorCore::may_release(PoolId pool) const {
 }
 
 // A free block with no neighbours is a whole segment with nothing live in it.
+template <typename Which>
+void CachingAllocatorCore::release_free_segments(const Which& which) {
+  for (FreeList* list : {&small_free_, &large_free_})
+    for (auto it = list->begin(); it != list->end();)
+      it = (!(*it)->prev && !(*it)->next && which((*it)->pool)) ? release_segment(*list, it) : std::next(it);
+}
+
 void CachingAllocatorCore::release_cached_segments(bool every_pool) {
-  for (FreeList* list : {&small_free_, &large_free_}) {
-    for (auto it = list->begin(); it != list->end();) {
-      if ((*it)->prev || (*it)->next || !(every_pool || may_release((*it)->pool))) {
-        ++it;
-        continue;
-      }
-      it = release_segment(*list, it);
-    }
-  }
+  release_free_segments([&](PoolId pool) { return every_pool || may_release(pool); });
+}
+
+PoolStats& CachingAllocatorCore::live_pool(PoolId pool, const char* call) {
+  auto it = pools_.find(pool);
+  LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: ", call, "(", pool,
+             "): no such live private pool");
+  return it->second;
 }
 
 PoolId CachingAllocatorCore::create_pool() {
@@ -258,24 +260,15 @@ PoolId CachingAllocatorCore::create_pool() {
 
 void CachingAllocatorCore::retain_pool(PoolId pool) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = pools_.find(pool);
-  LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: retain_pool(", pool,
-             "): no such live private pool");
-  ++it->second.owners;
+  ++live_pool(pool, "retain_pool").owners;
 }
 
 void CachingAllocatorCore::release_pool(PoolId pool) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = pools_.find(pool);
-  LOOM_CHECK(it != pools_.end() && it->second.owners > 0, ValueError, "caching allocator: release_pool(", pool,
-             "): no such live private pool");
-  if (--it->second.owners > 0) return;
+  if (--live_pool(pool, "release_pool").owners > 0) return;
   // Its segments with nothing live go back now (or at the next empty_cache() when the
   // backend may not free now); the others when their last block is freed.
-  if (backend_may_release())
-    for (FreeList* list : {&small_free_, &large_free_})
-      for (auto b = list->begin(); b != list->end();)
-        b = ((*b)->pool == pool && !(*b)->prev && !(*b)->next) ? release_segment(*list, b) : std::next(b);
+  if (backend_may_release()) release_free_segments([&](PoolId p) { return p == pool; });
   if (auto left = pools_.find(pool); left != pools_.end() && left->second.segments == 0) pools_.erase(left);
 }
 

@@ -140,6 +140,11 @@ class CachingAllocatorCore {
   Block* new_segment(size_t requested, size_t size, uintptr_t stream, bool small, PoolId pool);
   void split(Block* block, size_t size, FreeList& pool);
   void release_cached_segments(bool every_pool = false);
+  // Returns every cached whole free segment whose pool `which(pool)` accepts.
+  template <typename Which>
+  void release_free_segments(const Which& which);
+  // The stats of a private pool that still has owners; ValueError naming `call` otherwise.
+  PoolStats& live_pool(PoolId pool, const char* call);
   bool may_release(PoolId pool) const;  // the pool's free segments may go back
   bool backend_may_release() const;      // RawMemory::may_release, true when unset
   void trim_to_limit();
