@@ -20,7 +20,6 @@ std::vector<Optimizer::StateBuffer> Adam::state_buffers() const {
 }
 
 void Adam::step() {
-  const profiler::ScopedEvent event = step_event();
   NoGradGuard no_grad;
   ++step_count_;
   const kernels::AdamHyper hyper{options.beta1_, options.beta2_, options.eps_, options.weight_decay_.value_or(0.0),

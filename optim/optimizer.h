@@ -115,9 +115,6 @@ class Optimizer {
     bool non_negative;
   };
   virtual std::vector<StateBuffer> state_buffers() const { return {}; }
-  // The profiler's range around a step() ("Optimizer.step#Adam.step", as PyTorch names it):
-  // every step() opens one first.
-  profiler::ScopedEvent step_event() const { return {step_event_name_, profiler::EventKind::Annotation}; }
   // Checks p and its gradient before an update: same shape, device and dtype.
   void check_param(const Tensor& p) const;
 
@@ -156,6 +153,8 @@ class Optimizer {
 
 template <size_t K, typename States, typename Update>
 void Optimizer::fused_step(bool counts_steps, States&& states, Update&& update) {
+  // The profiler's range around the step ("Optimizer.step#Adam.step", as PyTorch names it).
+  const profiler::ScopedEvent event(step_event_name_, profiler::EventKind::Annotation);
   struct List {
     Device device;
     DType dtype;

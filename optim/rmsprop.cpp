@@ -19,7 +19,6 @@ std::vector<Optimizer::StateBuffer> RMSprop::state_buffers() const {
 }
 
 void RMSprop::step() {
-  const profiler::ScopedEvent event = step_event();
   NoGradGuard no_grad;
   ++step_count_;
   const kernels::RmspropHyper hyper{options.alpha_, options.eps_, options.weight_decay_, options.momentum_,

@@ -16,7 +16,6 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(
 std::vector<Optimizer::StateBuffer> SGD::state_buffers() const { return {{"momentum_buffer", false}}; }
 
 void SGD::step() {
-  const profiler::ScopedEvent event = step_event();
   NoGradGuard no_grad;
   ++step_count_;
   // The buffer exists only with momentum; it starts as a copy of the first gradient: the
