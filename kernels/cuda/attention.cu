@@ -268,7 +268,7 @@ __device__ inline float group_max(float v) {
 }
 template <int G>
 __device__ inline float group_sum(float v) {
-  return group_reduce<G>(v, [](float a, float b) { return a + b; });
+  return group_reduce<G>(v, Add{});
 }
 
 // s (= scale q_i . k_j) + bias_ij of query i, key j, or -inf where the key is hidden:

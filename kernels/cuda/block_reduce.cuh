@@ -36,6 +36,12 @@ __device__ inline T shfl_xor(T v, int lane_mask) {
   else return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
 }
 
+// The sum, as a fold for the reductions below.
+struct Add {
+  template <typename M>
+  __device__ M operator()(M a, M b) const { return a + b; }
+};
+
 // The fold of v over each aligned group of G lanes, in every lane of the group.
 template <int G, typename S, typename Combine>
 __device__ inline S group_reduce(S v, const Combine& combine) {

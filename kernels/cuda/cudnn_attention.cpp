@@ -31,6 +31,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cudnn_attention_masks.h"
 #include "kernels/cuda/cudnn_util.h"
+#include "kernels/cuda/reduce_geometry.h"
 #include "kernels/cudnn_attention_plan.h"
 #include "kernels/lru_cache.h"
 
@@ -78,7 +79,7 @@ CudnnAttentionLimits limits_of(int device) {
 // Whether every operand's data starts on a 16-byte boundary (the tensor memory accelerator's).
 bool aligned16(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
-    if (t->defined() && reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
+    if (t->defined() && !is_aligned16(t->data())) return false;
   return true;
 }
 

@@ -59,11 +59,6 @@ ParamPtr<X> param(const Tensor& t) {
   return {t.data(), t.dtype() == kFloat32 && dtype_of<X> != kFloat32};
 }
 
-struct Add {
-  template <typename M>
-  __device__ M operator()(M a, M b) const { return a + b; }
-};
-
 // Two sums at once (dx's sum of g and of g xhat).
 template <typename M>
 struct Sums {

@@ -29,10 +29,6 @@ namespace {
 // Columns (inner > 1) run one thread each only when there are at least this many.
 constexpr int64_t kMinColumns = 2048;
 
-struct Add {
-  template <typename M>
-  __device__ M operator()(M a, M b) const { return a + b; }
-};
 struct MaxNan {  // a NaN wins, as the CPU's max pass lets it through
   template <typename M>
   __device__ M operator()(M a, M b) const { return (b != b || b > a) ? b : a; }
