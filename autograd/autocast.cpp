@@ -135,5 +135,23 @@ Tensor cast_input(const Tensor& x, kernels::AutocastPolicy policy) {
 SuspendGuard::SuspendGuard() { ++state.suspended; }
 SuspendGuard::~SuspendGuard() { --state.suspended; }
 
+// Note [autocast]; the policy's rows for the recurrent ops are in kernels/support/autocast_policy.h.
+std::vector<Tensor> cast_recurrent_inputs(const char* op, std::vector<Tensor> inputs, size_t data) {
+  if (!inputs[0].defined() || !amp::is_autocast_enabled(inputs[0].device())) return inputs;
+  std::vector<Tensor> cast = cast_inputs(op, std::move(inputs));
+  const Device device = cast[0].device();
+  const kernels::AutocastPolicy policy = kernels::autocast_policy(op);
+  if ((device.type == DeviceType::CUDA ? policy.cuda : policy.cpu) != kernels::CastPolicy::Keep) return cast;
+  DType common = cast[0].dtype();
+  for (size_t i = 1; i < data; ++i)
+    if (cast[i].defined()) common = promote_types(common, cast[i].dtype());
+  if (common != amp::get_autocast_dtype(device)) return cast;
+  for (size_t i = 0; i < cast.size(); ++i) {
+    if (!cast[i].defined() || !cast[i].is_floating_point() || cast[i].dtype() == kFloat64) continue;
+    cast[i] = i < data ? cast[i].to(common) : cast_input(cast[i], kernels::kCastToLower);
+  }
+  return cast;
+}
+
 }  // namespace autocast
 }  // namespace loom

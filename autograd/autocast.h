@@ -9,7 +9,7 @@
 // The state is per thread and per device type (CPU, CUDA): enabled or not, and the lower
 // precision dtype (bfloat16 by default on the CPU, float16 on CUDA). An op reads the state
 // of its inputs' device and casts them as its policy says (Note [autocast policy],
-// kernels/autocast_policy.h); the cast is an ordinary differentiable .to(dtype), so the
+// kernels/support/autocast_policy.h); the cast is an ordinary differentiable .to(dtype), so the
 // backward runs each op in the dtypes its forward used and a float32 parameter's gradient
 // arrives in float32. Only float32 and 16-bit inputs are cast: float64 stays as it is.
 // Within the outermost region, a float32 leaf that requires grad (a parameter) is
@@ -25,7 +25,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
-#include "kernels/autocast_policy.h"
+#include "kernels/support/autocast_policy.h"
 
 namespace loom::amp {
 
@@ -66,6 +66,11 @@ namespace loom::autocast {
 std::vector<Tensor> cast_inputs(const char* op, std::vector<Tensor> inputs);
 // One input cast by the given policy (the op-table rows of the elementwise ops).
 Tensor cast_input(const Tensor& x, kernels::AutocastPolicy policy);
+// A recurrent layer's or cell's data (x, h, c: the first `data` entries) and weights as
+// autocast has them run: cast by the op's policy; under a policy that keeps the inputs'
+// dtype, x and the state promoted to one dtype and, when that is autocast's 16-bit dtype,
+// the weights cast to it (through the parameter cache), as PyTorch's CPU GRU and cells do.
+std::vector<Tensor> cast_recurrent_inputs(const char* op, std::vector<Tensor> inputs, size_t data);
 
 // While alive, autocast is off on this thread whatever the guards say: the engine holds
 // one over a backward pass.

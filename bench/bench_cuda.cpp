@@ -34,9 +34,9 @@
 #include "bench/bench_util.h"
 #include "core/allocator.h"
 #include "core/cuda.h"
+#include "kernels/attention/attention_backend.h"
 #include "kernels/kernels.h"
-#include "kernels/layer_norm.h"
-#include "kernels/attention_backend.h"
+#include "kernels/norm/layer_norm.h"
 #include "loom.h"
 
 using namespace loom;

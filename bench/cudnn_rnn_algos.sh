@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The recurrent workloads on a GPU under each of cuDNN's algorithms (Note [cuDNN RNN
-# algorithm rule] in kernels/cuda/cudnn_rnn_plan.h), to measure the rule: for every
+# algorithm rule] in kernels/rnn/cudnn_rnn_plan.h), to measure the rule: for every
 # precision (float32, float16 and bfloat16 autocast), lstm-sentiment and lstm-2x512 with
 # LOOM_CUDNN_RNN_ALGO forcing each algorithm on every layer ("auto": the rule). Prints
 # loom-bench's JSON lines with "cudnn_rnn_algo" added; a configuration cuDNN refuses runs

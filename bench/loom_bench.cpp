@@ -64,7 +64,7 @@
 #include "nn/loss.h"
 #include "nn/rnn.h"
 #include "optim/adam.h"
-#include "train/graphed_step.h"
+#include "train/loop/graphed_step.h"
 
 #if defined(__SSE__)
 #include <xmmintrin.h>

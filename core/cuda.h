@@ -28,7 +28,7 @@ void synchronize(int index = -1);         // waits for all work on the device
 // add none (docs/cuda.md, "A step without host syncs"); tests read it around one. On the
 // host-emulated device (core/cuda_emulation.h) it counts the waits a GPU would have made.
 // A wait that user code asked for also raises a failed deferred range check (Note [deferred
-// device checks] in kernels/device_check.h).
+// device checks] in kernels/support/device_check.h).
 uint64_t host_sync_count();
 int current_device();
 void set_device(int index);

@@ -6,15 +6,10 @@
 namespace loom {
 
 const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Int64: return "int64";
-    case DType::Int32: return "int32";
-    case DType::Bool: return "bool";
-  }
+#define LOOM_DTYPE_NAME(name, cpp, str, size, kind) \
+  case DType::name: return str;
+  switch (t) { LOOM_FORALL_DTYPES(LOOM_DTYPE_NAME) }
+#undef LOOM_DTYPE_NAME
   return "unknown";
 }
 

@@ -57,7 +57,7 @@ Tensor randperm(int64_t n, TensorOptions options = kInt64);
 // weights probs (1-D: (num_samples,); 2-D (rows, categories): (rows, num_samples)), which
 // need not sum to 1. Without replacement the indices of a row are distinct. Draws from
 // `generator` (the global one when null), with the same samples on every device for the
-// same seed (Note [multinomial draws], kernels/multinomial_math.h).
+// same seed (Note [multinomial draws], kernels/math/multinomial_math.h).
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
                    Generator* generator = nullptr);
 

@@ -1,11 +1,11 @@
 // What Loom's code marks for the profiler, and the session that collects the marks
-// (profiler::Profile in train/profile.h runs a session and writes its table and traces).
+// (profiler::Profile in train/profiler/profile.h runs a session and writes its table and traces).
 //
 //   { profiler::Range range("data augmentation"); ... }  // as torch.profiler.record_function
 //
 // Note [profiler recording]
 // Off (the default), every mark costs one relaxed atomic load and a branch that predicts
-// "off": the router's kernel calls (kernels/recorded_kernel.h), the autograd engine's nodes,
+// "off": the router's kernel calls (kernels/support/recorded_kernel.h), the autograd engine's nodes,
 // optimizer steps, the DataLoader and user Ranges all test is_recording() first and do
 // nothing else. On, a mark is an RAII frame on its thread: opening it reads the steady clock
 // and pushes it on the thread's stack of open frames; closing it reads the clock again, pops

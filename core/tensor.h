@@ -250,7 +250,7 @@ class Tensor {
   Tensor norm(double p = 2.0, const Dims& dims = {}, bool keepdim = false) const;
   Tensor cumsum(int64_t dim) const;
 
-  // ---- sorting (autograd/functions/sort.cpp; the order: Note [sort order], kernels/sort_math.h)
+  // ---- sorting (autograd/functions/sort.cpp; the order: Note [sort order], kernels/math/sort_math.h)
   // As torch.sort: stable (equal elements keep their order), NaN sorts as the largest.
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, bool stable = true) const;
   Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = true) const;

@@ -24,7 +24,7 @@
 #include "distributed/data_parallel.h"
 #include "distributed/distributed.h"
 #include "loom.h"
-#include "train/crc32c.h"
+#include "train/tensorboard/crc32c.h"
 
 namespace examples {
 

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "train/metrics_log.h"
+#include "train/metrics/metrics_log.h"
 
 namespace examples {
 

@@ -12,13 +12,13 @@
 //
 // The CPU backend always exists. The CUDA one comes from whichever file the build compiles
 // (the LOOM_ENABLE_CUDA option picks it, so no #ifdef is needed): kernels/cuda/backend.cpp
-// with the CUDA backend, kernels/emulated_cuda_backend.cpp without it (the CPU table while
+// with the CUDA backend, kernels/cuda_emulation_backend.cpp without it (the CPU table while
 // the host-emulated cuda:0 is on, core/cuda_emulation.h; none otherwise).
 #pragma once
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/kernels.h"
-#include "kernels/layer_norm.h"
+#include "kernels/norm/layer_norm.h"
 
 namespace loom::kernels {
 
@@ -87,7 +87,7 @@ struct Backend {
 };
 
 // The backends (kernels/cpu/backend.cpp; kernels/cuda/backend.cpp or
-// kernels/emulated_cuda_backend.cpp). cuda_backend() is null when there is none.
+// kernels/cuda_emulation_backend.cpp). cuda_backend() is null when there is none.
 const Backend& cpu_backend();
 const Backend* cuda_backend();
 

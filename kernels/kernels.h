@@ -21,13 +21,13 @@
 
 #include "core/generator.h"
 #include "core/tensor.h"
-#include "kernels/elementwise_ops.h"
-#include "kernels/optim_math.h"
+#include "kernels/math/elementwise_ops.h"
+#include "kernels/math/optim_math.h"
 
 namespace loom::kernels {
 
 // UnaryOp, BinaryOp and ReduceOp, and a table row of facts per op (name, backward node,
-// dtypes, ...): kernels/elementwise_ops.h, Note [op tables].
+// dtypes, ...): kernels/math/elementwise_ops.h, Note [op tables].
 
 // out = op(in). out and in have the same shape and dtype, except the ops whose row says
 // AllToBool (logical_not, isfinite, isnan, isinf: bool out).
@@ -45,7 +45,7 @@ void copy_across_devices(const Tensor& dst, const Tensor& src, bool non_blocking
 void fill(const Tensor& dst, Scalar value);
 
 // Random fills. Element i uses words 2i and 2i+1 of the Philox stream starting at block
-// `offset` (kernels/random_math.h); the caller reserves the counters.
+// `offset` (kernels/math/random_math.h); the caller reserves the counters.
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset);
 void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset);
 // dst[i] = uniform_i < p[i] ? 1 : 0; p has dst's shape.
@@ -59,7 +59,7 @@ void randint(const Tensor& dst, int64_t low, int64_t high, uint64_t seed, uint64
 // weights probs (rows, categories), both contiguous, probs floating. ValueError naming the
 // row for a negative, inf or NaN weight, a row summing to 0, or (without replacement)
 // fewer non-zero weights than samples. Draws and their Philox counters:
-// kernels/multinomial_math.h (Note [multinomial draws]); the caller reserves them.
+// kernels/math/multinomial_math.h (Note [multinomial draws]); the caller reserves them.
 void multinomial(const Tensor& out, const Tensor& probs, bool replacement, uint64_t seed, uint64_t offset);
 
 // out has in's shape with `dims` removed (keepdim is the caller's view business).
@@ -73,7 +73,7 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
 void variance(const Tensor& out, const Tensor& in, const Dims& dims, int64_t correction);
 void cumsum(const Tensor& out, const Tensor& in, int64_t dim);
 // The first k = values.size(1) elements of each row of in (rows, n) in sorted order
-// (Note [sort order] in kernels/sort_math.h: stable, NaN largest), with their int64
+// (Note [sort order] in kernels/math/sort_math.h: stable, NaN largest), with their int64
 // positions in the row: sort is k = n, topk any k <= n. Unlike the other kernels this one
 // takes contiguous rows (the caller moves the sorted dim last); values (rows, k) has in's
 // dtype, indices (rows, k) is int64, both contiguous.
@@ -182,7 +182,7 @@ RNNStackOutput rnn_stack_forward(const RNNStackConfig& config, const Tensor& x, 
 RNNStackGrads rnn_stack_backward(const RNNStackSaved& saved, const Tensor& x, const Tensor& hx, const Tensor& cx,
                                  const Tensor& y, const Tensor& dy, const Tensor& dhy, const Tensor& dcy);
 
-// ---- optimizer updates (the per-element math: kernels/optim_math.h) ------------------------
+// ---- optimizer updates (the per-element math: kernels/math/optim_math.h) ------------------------
 
 // The parameters one fused update covers: each p with its gradient and its K state tensors
 // (an undefined state is a buffer the options switch off: a scratch value starting at 0,
@@ -219,7 +219,7 @@ void adam_update(const char* op, const ParamList<3>& list, const AdamHyper& hype
 void rmsprop_update(const char* op, const ParamList<3>& list, const RmspropHyper& hyper,
                     const UpdateScalars& scalars);
 
-// ---- mixed precision: the gradient scaler's kernels (kernels/amp_math.h) -------------------
+// ---- mixed precision: the gradient scaler's kernels (kernels/math/amp_math.h) -------------------
 
 // g *= inv_scale[0], in place, for every g of grads, and found_inf[0] = 1 if any element of
 // any was inf or NaN (left as it was otherwise): on a GPU one launch per dtype. The grads
@@ -234,7 +234,7 @@ void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tenso
 // IndexError naming `op` and the first index outside [0, size) (negatives included), if
 // any. On the CPU it is thrown here; on a GPU the check is queued and a failure is thrown by
 // the next call that waits for the device (Note [deferred device checks] in
-// kernels/device_check.h).
+// kernels/support/device_check.h).
 void check_indices(const Tensor& index, int64_t size, const char* op);
 // The same for the class targets of a loss (ignored rows already mapped into range): "op:
 // target class V is out of range for C classes of <context>". The CPU names the smallest

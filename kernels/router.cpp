@@ -2,8 +2,8 @@
 // kernels/backend.h): each checks what holds on every device — its operands share one
 // device, above all — once, and calls that device's backend.
 #include "kernels/backend.h"
-#include "kernels/recorded_kernel.h"
-#include "kernels/rnn_layer_check.h"
+#include "kernels/rnn/rnn_layer_check.h"
+#include "kernels/support/recorded_kernel.h"
 
 namespace loom::kernels {
 namespace {
@@ -188,7 +188,7 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b, double beta) {
 
 namespace {
 
-// An attention operand as kernels/attention.h allows it: (N, rows, cols) contiguous, or
+// An attention operand as kernels/attention/attention.h allows it: (N, rows, cols) contiguous, or
 // (B, H, rows, cols) with a unit column stride and rows that do not overlap.
 bool attention_operand_ok(const Tensor& t) {
   if (t.dim() == 3) return t.is_contiguous();

@@ -1,10 +1,9 @@
 #include "nn/loss.h"
 
 #include "autograd/autocast.h"
-#include "autograd/function.h"
+#include "autograd/functions/cross_entropy.h"
 #include "core/factories.h"
 #include "core/ops.h"
-#include "kernels/kernels.h"
 
 namespace loom::nn::functional {
 namespace {
@@ -57,50 +56,23 @@ FlatClasses flatten_classes(const Tensor& input, const Tensor& target, const cha
   return {scores, target.reshape({-1}).to(kInt64), target.sizes(), input.sizes()};
 }
 
-// values.gather(dim, index) without the range check or autograd: for target indices that
-// row_weights has checked already.
-Tensor gather_checked(const Tensor& values, int64_t dim, const Tensor& index) {
-  Tensor out = empty(index.sizes(), values.options());
-  kernels::gather(out, values, dim, index);
-  return out;
-}
-
-// The class weights of each row: w[y] for kept rows, 0 for rows whose target is
-// ignore_index. "mean" divides by their sum, as PyTorch.
-struct RowWeights {
-  Tensor w;           // (C) class weights, ones when none are given
-  Tensor safe;        // (M) targets, ignored rows -> class 0
-  Tensor keep;        // (M) 1 for kept rows, 0 for ignored ones, in the scores' dtype
-  Tensor row_weight;  // (M) w[y] · keep
-};
-
-RowWeights row_weights(const FlatClasses& f, const CrossEntropyLossOptions& o, const char* op) {
+// The rows' targets and weights (autograd/functions/cross_entropy.h), after the checks of the
+// weight option that name the loss's options.
+ClassTargets row_weights(const FlatClasses& f, const CrossEntropyLossOptions& o, const char* op) {
   const int64_t C = f.scores.size(1);
-  Tensor w = o.weight_.defined() ? o.weight_ : ones({C}, f.scores.options());
-  LOOM_CHECK(w.device() == f.scores.device(), DeviceError, op, ": weight on ", w.device(), ", input on ",
-             f.scores.device(), " (a loss module's weight follows ->to(device))");
-  LOOM_CHECK(w.dim() == 1 && w.size(0) == C, ShapeError, op, ": weight of shape ", shape_str(w.sizes()),
-             " does not match ", C, " classes of input ", shape_str(f.input_shape));
-  w = w.detach().to(f.scores.dtype());
-  Tensor keep = f.target.ne(o.ignore_index_);                // (M) bool
-  Tensor safe = where(keep, f.target, zeros({}, f.target.options()));  // (M), on the target's device
-  // On a GPU without waiting for it (Note [deferred device checks] in kernels/device_check.h).
+  if (o.weight_.defined()) {
+    LOOM_CHECK(o.weight_.device() == f.scores.device(), DeviceError, op, ": weight on ", o.weight_.device(),
+               ", input on ", f.scores.device(), " (a loss module's weight follows ->to(device))");
+    LOOM_CHECK(o.weight_.dim() == 1 && o.weight_.size(0) == C, ShapeError, op, ": weight of shape ",
+               shape_str(o.weight_.sizes()), " does not match ", C, " classes of input ", shape_str(f.input_shape));
+  }
   const std::string context = loom::detail::str("input ", shape_str(f.input_shape), " (ignore_index ",
                                                 o.ignore_index_, ")");
-  kernels::check_class_targets(safe, C, op, context);
-  Tensor keep_f = keep.to(f.scores.dtype());
-  return {w, safe, keep_f, gather_checked(w, 0, safe) * keep_f};
-}
-
-// -w[y] · scores[m, y] for each row m (0 for ignored rows): (M, C) -> (M).
-Tensor nll_rows(const Tensor& scores, const RowWeights& r) {
-  const Tensor index = r.safe.unsqueeze(1);  // (M, 1)
-  const Tensor picked = needs_grad(scores) ? scores.gather(1, index) : gather_checked(scores, 1, index);
-  return picked.squeeze(1) * r.row_weight.neg();
+  return class_targets(f.scores, f.target, o.weight_, o.ignore_index_, op, context);
 }
 
 // Applies the reduction of a class-index loss: "mean" divides by the kept rows' weights.
-Tensor reduce_class_loss(const Tensor& rows, const RowWeights& r, const FlatClasses& f,
+Tensor reduce_class_loss(const Tensor& rows, const ClassTargets& r, const FlatClasses& f,
                          const std::string& reduction) {
   if (reduction == "none") return rows.reshape(f.target_shape);
   if (reduction == "sum") return rows.sum();
@@ -122,31 +94,8 @@ Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const Cros
   const double eps = o.label_smoothing_;
   LOOM_CHECK(eps >= 0 && eps <= 1, ValueError, op, ": label_smoothing must be in [0, 1], got ", eps);
   FlatClasses f = flatten_classes(input, target, op);
-  RowWeights r = row_weights(f, o, op);
-  const double C = double(f.scores.size(1));
-  Tensor logp, rows;
-  {
-    NoGradGuard no_grad;
-    logp = f.scores.log_softmax(1);                         // (M, C)
-    // (1 - eps) · NLL + eps/C · Σ_c -w_c log p_c, as PyTorch (no 0 · -inf from masked logits
-    // without smoothing).
-    rows = nll_rows(logp, r) * (1.0 - eps);                 // (M)
-    if (eps > 0) rows = rows - (logp * r.w).sum(1) * r.keep * (eps / C);
-  }
-  if (needs_grad(f.scores)) {
-    // rows_m = -Σ_c q_mc log p_mc with the target distribution q (M, C): (1 - eps) · w[y] on
-    // the target class plus eps/C · w on every class (0 for ignored rows). Then
-    // d rows_m / d scores_m = softmax_m · Σ_c q_mc - q_m: log_softmax and NLL in one node.
-    Tensor q = zeros(f.scores.sizes(), f.scores.options());  // (M, C): (1 - eps) w[y] at each target
-    kernels::scatter_add(q, 1, r.safe.unsqueeze(1), (r.row_weight * (1.0 - eps)).unsqueeze(1));
-    if (eps > 0) q = q + r.w.unsqueeze(0) * r.keep.unsqueeze(1) * (eps / C);
-    record("CrossEntropyBackward", {f.scores}, {rows}, {logp, q}, [](BackwardContext& ctx) {
-      const Tensor& logp = ctx.saved[0];
-      const Tensor& q = ctx.saved[1];
-      Tensor g = ctx.grad().unsqueeze(1);  // (M, 1)
-      return std::vector<Tensor>{(logp.exp() * q.sum(1, true) - q) * g};
-    });
-  }
+  ClassTargets r = row_weights(f, o, op);
+  const Tensor rows = cross_entropy_rows(f.scores, r, eps);  // (M), one backward node
   return reduce_class_loss(rows, r, f, o.reduction_);
 }
 
@@ -156,7 +105,7 @@ Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const NLLLossOp
   check_reduction(o.reduction_, op);
   LOOM_CHECK(o.label_smoothing_ == 0, ValueError, op, ": label_smoothing is for cross_entropy");
   FlatClasses f = flatten_classes(input, target, op);
-  RowWeights r = row_weights(f, o, op);
+  ClassTargets r = row_weights(f, o, op);
   return reduce_class_loss(nll_rows(f.scores, r), r, f, o.reduction_);
 }
 

@@ -13,8 +13,6 @@
 
 namespace loom::nn {
 
-using kernels::RNNMode;
-
 namespace {
 
 // input: the module's input as given (for messages); T, B its steps and batch size.
@@ -61,7 +59,7 @@ RNNBaseImpl::RNNBaseImpl(RNNMode mode, const RNNOptions& o, const char* type_nam
              o.hidden_size_, ", ", o.num_layers_);
   LOOM_CHECK(o.dropout_ >= 0 && o.dropout_ <= 1, ValueError, type_name, ": dropout must be in [0, 1], got ",
              o.dropout_);
-  const int64_t G = kernels::rnn_gates(mode), H = o.hidden_size_, D = o.bidirectional_ ? 2 : 1;
+  const int64_t G = rnn_gates(mode), H = o.hidden_size_, D = o.bidirectional_ ? 2 : 1;
   for (int64_t layer = 0; layer < o.num_layers_; ++layer) {
     for (int64_t dir = 0; dir < D; ++dir) {
       const std::string suffix = "_l" + std::to_string(layer) + (dir == 1 ? "_reverse" : "");
@@ -87,32 +85,11 @@ void RNNBaseImpl::reset_parameters() {
 
 namespace {
 
-// The autocast name of a layer or cell (kernels/autocast_policy.h).
+// The autocast name of a layer or cell (kernels/support/autocast_policy.h).
 const char* autocast_name(RNNMode mode, bool cell) {
   if (mode == RNNMode::LSTM) return cell ? "lstm_cell" : "lstm";
   if (mode == RNNMode::GRU) return cell ? "gru_cell" : "gru";
   return cell ? "rnn_cell" : "rnn";
-}
-
-// A layer's data (x, h, c: the first `data` entries) and weights as autocast has them run
-// (Note [autocast]): cast by the op's policy; under a policy that keeps the inputs' dtype,
-// x and the state promoted to one dtype and, when that is autocast's 16-bit dtype, the
-// weights cast to it (through the parameter cache), as PyTorch's CPU GRU and cells do.
-std::vector<Tensor> autocast_rnn_inputs(const char* op, std::vector<Tensor> inputs, size_t data) {
-  if (!inputs[0].defined() || !amp::is_autocast_enabled(inputs[0].device())) return inputs;
-  std::vector<Tensor> cast = autocast::cast_inputs(op, std::move(inputs));
-  const Device device = cast[0].device();
-  const kernels::AutocastPolicy policy = kernels::autocast_policy(op);
-  if ((device.type == DeviceType::CUDA ? policy.cuda : policy.cpu) != kernels::CastPolicy::Keep) return cast;
-  DType common = cast[0].dtype();
-  for (size_t i = 1; i < data; ++i)
-    if (cast[i].defined()) common = promote_types(common, cast[i].dtype());
-  if (common != amp::get_autocast_dtype(device)) return cast;
-  for (size_t i = 0; i < cast.size(); ++i) {
-    if (!cast[i].defined() || !cast[i].is_floating_point() || cast[i].dtype() == kFloat64) continue;
-    cast[i] = i < data ? cast[i].to(common) : autocast::cast_input(cast[i], kernels::kCastToLower);
-  }
-  return cast;
 }
 
 }  // namespace
@@ -121,7 +98,7 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in,
   const char* op = type_name().c_str();
   std::vector<Tensor> cast = {input_in, state_in.h, state_in.c};
   cast.insert(cast.end(), flat_weights_.begin(), flat_weights_.end());
-  cast = autocast_rnn_inputs(autocast_name(mode_, false), std::move(cast), 3);
+  cast = autocast::cast_recurrent_inputs(autocast_name(mode_, false), std::move(cast), 3);
   const Tensor& input = cast[0];
   const RNNState state{cast[1], cast[2]};
   const std::vector<Tensor> weights(cast.begin() + 3, cast.end());
@@ -146,7 +123,7 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in,
   }
 
   // The device's whole-stack kernel (cuDNN) or one node per layer: rnn_stack decides.
-  const kernels::RNNStackConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
+  const RNNStackConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
                                        is_training() ? options.dropout_ : 0.0};
   const RNNStackResult r = rnn_stack(config, x, h0, c0, weights, lens);
   return {options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
@@ -181,7 +158,7 @@ RNNCellBaseImpl::RNNCellBaseImpl(RNNMode mode, int64_t input_size_, int64_t hidd
     : Module(type_name), input_size(input_size_), hidden_size(hidden_size_), mode_(mode) {
   LOOM_CHECK(input_size > 0 && hidden_size > 0, ValueError, type_name,
              ": input_size and hidden_size must be positive, got ", input_size, " and ", hidden_size);
-  const int64_t G = kernels::rnn_gates(mode);
+  const int64_t G = rnn_gates(mode);
   const double bound = 1.0 / std::sqrt(double(hidden_size));
   weight_ih = register_parameter("weight_ih", empty({G * hidden_size, input_size}));
   weight_hh = register_parameter("weight_hh", empty({G * hidden_size, hidden_size}));
@@ -197,7 +174,7 @@ RNNCellBaseImpl::RNNCellBaseImpl(RNNMode mode, int64_t input_size_, int64_t hidd
 
 RNNState RNNCellBaseImpl::forward(const Tensor& x_in, const RNNState& state_in) {
   const char* op = type_name().c_str();
-  const std::vector<Tensor> cast = autocast_rnn_inputs(
+  const std::vector<Tensor> cast = autocast::cast_recurrent_inputs(
       autocast_name(mode_, true), {x_in, state_in.h, state_in.c, weight_ih, weight_hh, bias_ih, bias_hh}, 3);
   const Tensor& x = cast[0];
   const RNNState state{cast[1], cast[2]};

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.h"
+#include "autograd/functions/rnn_stack.h"
 #include "nn/module.h"
 
 namespace loom::nn {
@@ -47,7 +47,7 @@ struct RNNOutput {
 
 class RNNBaseImpl : public Module {
  public:
-  RNNBaseImpl(kernels::RNNMode mode, const RNNOptions& options, const char* type_name);
+  RNNBaseImpl(RNNMode mode, const RNNOptions& options, const char* type_name);
   // input (T, B, I) or (B, T, I); lengths: int64 (B) on the CPU, each in [1, T].
   RNNOutput forward(const Tensor& input, const RNNState& state = {}, const Tensor& lengths = Tensor());
   // PyTorch's rnn(x, h0) / gru(x, h0): the second tensor is the initial hidden state.
@@ -60,7 +60,7 @@ class RNNBaseImpl : public Module {
   RNNOptions options;
 
  private:
-  kernels::RNNMode mode_;
+  RNNMode mode_;
   std::vector<Tensor> flat_weights_;
 };
 
@@ -72,12 +72,12 @@ class RNNImpl : public RNNBaseImpl {
 class LSTMImpl : public RNNBaseImpl {
  public:
   LSTMImpl(int64_t input_size, int64_t hidden_size) : LSTMImpl(RNNOptions(input_size, hidden_size)) {}
-  explicit LSTMImpl(const RNNOptions& options) : RNNBaseImpl(kernels::RNNMode::LSTM, options, "LSTM") {}
+  explicit LSTMImpl(const RNNOptions& options) : RNNBaseImpl(RNNMode::LSTM, options, "LSTM") {}
 };
 class GRUImpl : public RNNBaseImpl {
  public:
   GRUImpl(int64_t input_size, int64_t hidden_size) : GRUImpl(RNNOptions(input_size, hidden_size)) {}
-  explicit GRUImpl(const RNNOptions& options) : RNNBaseImpl(kernels::RNNMode::GRU, options, "GRU") {}
+  explicit GRUImpl(const RNNOptions& options) : RNNBaseImpl(RNNMode::GRU, options, "GRU") {}
 };
 using RNN = ModuleHolder<RNNImpl>;
 using LSTM = ModuleHolder<LSTMImpl>;
@@ -87,7 +87,7 @@ using GRU = ModuleHolder<GRUImpl>;
 // bias_ih, bias_hh.
 class RNNCellBaseImpl : public Module {
  public:
-  RNNCellBaseImpl(kernels::RNNMode mode, int64_t input_size, int64_t hidden_size, bool bias, const char* type_name);
+  RNNCellBaseImpl(RNNMode mode, int64_t input_size, int64_t hidden_size, bool bias, const char* type_name);
   // Returns h' (and c' for LSTMCell); h/c default to zeros.
   RNNState forward(const Tensor& x, const RNNState& state = {});
   std::string extra_repr() const override;
@@ -95,7 +95,7 @@ class RNNCellBaseImpl : public Module {
   Tensor weight_ih, weight_hh, bias_ih, bias_hh;
 
  private:
-  kernels::RNNMode mode_;
+  RNNMode mode_;
 };
 
 class RNNCellImpl : public RNNCellBaseImpl {
@@ -106,12 +106,12 @@ class RNNCellImpl : public RNNCellBaseImpl {
 class LSTMCellImpl : public RNNCellBaseImpl {
  public:
   LSTMCellImpl(int64_t input_size, int64_t hidden_size, bool bias = true)
-      : RNNCellBaseImpl(kernels::RNNMode::LSTM, input_size, hidden_size, bias, "LSTMCell") {}
+      : RNNCellBaseImpl(RNNMode::LSTM, input_size, hidden_size, bias, "LSTMCell") {}
 };
 class GRUCellImpl : public RNNCellBaseImpl {
  public:
   GRUCellImpl(int64_t input_size, int64_t hidden_size, bool bias = true)
-      : RNNCellBaseImpl(kernels::RNNMode::GRU, input_size, hidden_size, bias, "GRUCell") {}
+      : RNNCellBaseImpl(RNNMode::GRU, input_size, hidden_size, bias, "GRUCell") {}
   Tensor forward(const Tensor& x, const Tensor& h = Tensor()) { return RNNCellBaseImpl::forward(x, {h, {}}).h; }
 };
 using RNNCell = ModuleHolder<RNNCellImpl>;

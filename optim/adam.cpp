@@ -1,7 +1,7 @@
 #include "optim/adam.h"
 
+#include "autograd/functions/fused_updates.h"
 #include "autograd/grad_mode.h"
-#include "kernels/kernels.h"
 
 namespace loom::optim {
 
@@ -22,7 +22,7 @@ std::vector<Optimizer::StateBuffer> Adam::state_buffers() const {
 void Adam::step() {
   NoGradGuard no_grad;
   ++step_count_;
-  const kernels::AdamHyper hyper{options.beta1_, options.beta2_, options.eps_, options.weight_decay_.value_or(0.0),
+  const fused::AdamHyper hyper{options.beta1_, options.beta2_, options.eps_, options.weight_decay_.value_or(0.0),
                                  decoupled_, options.amsgrad_};
   // Bias corrections use the parameter's own count of updates (as PyTorch's state["step"]).
   fused_step<3>(
@@ -31,8 +31,8 @@ void Adam::step() {
         return ParamStates<3>{{state(i, "exp_avg", p), state(i, "exp_avg_sq", p),
                                options.amsgrad_ ? state(i, "max_exp_avg_sq", p) : Tensor()}};
       },
-      [&](const kernels::ParamList<3>& list, const kernels::UpdateScalars& scalars, int) {
-        kernels::adam_update(name(), list, hyper, scalars);
+      [&](const fused::ParamList<3>& list, const fused::UpdateScalars& scalars, int) {
+        fused::adam_update(name(), list, hyper, scalars);
       });
 }
 

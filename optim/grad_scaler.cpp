@@ -4,9 +4,9 @@
 #include <cmath>
 #include <set>
 
+#include "autograd/functions/fused_updates.h"
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
-#include "kernels/kernels.h"
 #include "optim/state_entry.h"
 
 namespace loom::amp {
@@ -77,7 +77,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     if (!grad.is_contiguous()) grad = grad.contiguous();  // the kernel runs over dense memory
     grads.push_back(grad);
   }
-  kernels::unscale_grads(grads, found_inf, inv_scale);  // on a GPU one launch per dtype
+  fused::unscale_grads(grads, found_inf, inv_scale);  // on a GPU one launch per dtype
   s.found_inf = found_inf;
   s.stage = Stage::Unscaled;
 }
@@ -114,7 +114,7 @@ void GradScaler::update(std::optional<double> new_scale) {
       if (s.found_inf.defined()) found = found.defined() ? found + s.found_inf : s.found_inf;
     LOOM_CHECK(found.defined(), ValueError, kWho, ".update: no inf checks were recorded since the last update() "
                "(call step() or unscale_() first)");
-    kernels::update_scale(scale_, growth_tracker_, found.contiguous(), options_.growth_factor,
+    fused::update_scale(scale_, growth_tracker_, found.contiguous(), options_.growth_factor,
                           options_.backoff_factor, options_.growth_interval);
   }
   per_optimizer_.clear();

@@ -18,7 +18,7 @@
 // the optimizer's step (parameters and optimizer state untouched) and update() halves the
 // scale (backoff_factor); after growth_interval good steps in a row it doubles it
 // (growth_factor). unscale_ is one pass over the gradients that unscales and flags non-finite
-// values (kernels::unscale_grads: on CUDA one launch per dtype); on CUDA the scale and its
+// values (fused::unscale_grads: on CUDA one launch per dtype); on CUDA the scale and its
 // growth tracker stay on the GPU and update() does not wait for it. step() does, as PyTorch's,
 // to decide whether to step — unless the optimizer is capturable: then the update's kernels
 // read the flag and the whole unscale / step / update waits for nothing.

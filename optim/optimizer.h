@@ -11,7 +11,7 @@
 // group's learning rate as a () float64 tensor (ParamGroup::device_lr) that ParamGroup::set_lr
 // — what the schedulers call — writes there without waiting, and Adam's counts as () float64
 // state tensors that the update advances there. The update's kernels read them and compute
-// the same update_math (kernels/optim_math.h) the host computes for an eager step: on the CPU
+// the same update_math (kernels/math/optim_math.h) the host computes for an eager step: on the CPU
 // the two steps agree bit for bit; on a GPU, where Adam's bias corrections come from the
 // device's pow, to within its rounding. A capturable step also takes GradScaler's inf check
 // on the device (step_if_finite): a step whose gradients were not finite changes nothing,
@@ -28,10 +28,10 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/functions/fused_updates.h"
 #include "core/ordered_dict.h"
 #include "core/profiler.h"
 #include "core/tensor.h"
-#include "kernels/kernels.h"
 
 namespace loom::optim {
 
@@ -127,7 +127,7 @@ class Optimizer {
   };
   // The step of a fused optimizer (Note [capturable optimizers]): for each group, the
   // parameters with a gradient in lists of one device, dtype and variant, each list one call
-  // update(list, scalars, variant) — a kernels::*_update, one launch on a GPU. states(i, p)
+  // update(list, scalars, variant) — a fused::*_update, one launch on a GPU. states(i, p)
   // gives parameter i's ParamStates<K>; with counts_steps, each parameter's count of updates
   // is advanced (here when eager, by the update when capturable). The found_inf is GradScaler's
   // (the one step_if_finite passes; a capturable step only). Bumps the parameters' versions.
@@ -159,8 +159,8 @@ void Optimizer::fused_step(bool counts_steps, States&& states, Update&& update) 
     Device device;
     DType dtype;
     int variant;
-    kernels::ParamList<K> list;
-    kernels::UpdateScalars scalars;
+    fused::ParamList<K> list;
+    fused::UpdateScalars scalars;
   };
   // Every group checked before any count moves or any parameter changes.
   for (const ParamGroup& group : groups_) {

@@ -1,7 +1,7 @@
 #include "optim/rmsprop.h"
 
+#include "autograd/functions/fused_updates.h"
 #include "autograd/grad_mode.h"
-#include "kernels/kernels.h"
 
 namespace loom::optim {
 
@@ -21,7 +21,7 @@ std::vector<Optimizer::StateBuffer> RMSprop::state_buffers() const {
 void RMSprop::step() {
   NoGradGuard no_grad;
   ++step_count_;
-  const kernels::RmspropHyper hyper{options.alpha_, options.eps_, options.weight_decay_, options.momentum_,
+  const fused::RmspropHyper hyper{options.alpha_, options.eps_, options.weight_decay_, options.momentum_,
                                     options.centered_};
   fused_step<3>(
       /*counts_steps=*/false,
@@ -29,8 +29,8 @@ void RMSprop::step() {
         return ParamStates<3>{{state(i, "square_avg", p), options.centered_ ? state(i, "grad_avg", p) : Tensor(),
                                options.momentum_ > 0 ? state(i, "momentum_buffer", p) : Tensor()}};
       },
-      [&](const kernels::ParamList<3>& list, const kernels::UpdateScalars& scalars, int) {
-        kernels::rmsprop_update("RMSprop", list, hyper, scalars);
+      [&](const fused::ParamList<3>& list, const fused::UpdateScalars& scalars, int) {
+        fused::rmsprop_update("RMSprop", list, hyper, scalars);
       });
 }
 

@@ -1,7 +1,7 @@
 #include "optim/sgd.h"
 
+#include "autograd/functions/fused_updates.h"
 #include "autograd/grad_mode.h"
-#include "kernels/kernels.h"
 
 namespace loom::optim {
 
@@ -27,10 +27,10 @@ void SGD::step() {
         const bool first = !has_state(i, "momentum_buffer");
         return ParamStates<1>{{state(i, "momentum_buffer", p)}, first ? 1 : 0};
       },
-      [&](const kernels::ParamList<1>& list, const kernels::UpdateScalars& scalars, int variant) {
-        const kernels::SgdHyper hyper{options.momentum_, options.dampening_, options.weight_decay_, options.nesterov_,
+      [&](const fused::ParamList<1>& list, const fused::UpdateScalars& scalars, int variant) {
+        const fused::SgdHyper hyper{options.momentum_, options.dampening_, options.weight_decay_, options.nesterov_,
                                       /*first_step=*/variant == 1};
-        kernels::sgd_update("SGD", list, hyper, scalars);
+        fused::sgd_update("SGD", list, hyper, scalars);
       });
 }
 

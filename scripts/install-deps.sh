@@ -17,6 +17,14 @@ source scripts/dependencies.sh
 
 groups=("$@")
 [ ${#groups[@]} -gt 0 ] || groups=(build test fuzz interop)
+# A group the list does not name (a typo, or `--docs` for `docs`) is an error, not an empty install.
+known=" $(loom_groups | tr '\n' ' ') "
+for g in "${groups[@]}"; do
+  if [[ $known != *" $g "* ]]; then
+    echo "install-deps: unknown group '$g'; scripts/dependencies.txt has:$known" >&2
+    exit 2
+  fi
+done
 mapfile -t packages < <(loom_packages "${groups[@]}")
 optional_groups=" fuzz interop "
 

@@ -18,7 +18,7 @@ case $1 in *'#'*) fragment="#${1#*#}" ;; esac
 out=$(realpath -m "$2")
 size=${3:-1400,900}
 repo="$(dirname "${BASH_SOURCE[0]}")/.."
-bash "$repo/scripts/install-deps.sh" --docs >/dev/null
+bash "$repo/scripts/install-deps.sh" docs >/dev/null
 # --no-sandbox: Chromium's sandbox needs user namespaces, which containers and root lack.
 chromium-headless-shell --no-sandbox --disable-gpu --hide-scrollbars --force-device-scale-factor=1 \
   --proxy-server='127.0.0.1:9' --proxy-bypass-list='<-loopback>' \

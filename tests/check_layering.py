@@ -8,6 +8,9 @@ offending line, when
     (optim may use nn: checkpoints and gradient clipping take Modules and parameters;
     distributed may use nn too, for data-parallel modules, and stands beside optim;
     data and train are side by side and use neither each other);
+  - a file of nn/, optim/, distributed/, data/ or train/ includes kernels/: the layers above
+    autograd/ reach the kernels only through it, where every choice between a fused kernel
+    and a composition, every backward node and every op they call lives (autograd/functions/);
   - a file under kernels/cpu/ includes anything of CUDA (kernels/cuda/ or core/cuda*.h), or
     a file outside kernels/cuda/ includes kernels/cuda/ (the router reaches it through the
     backend table, Note [kernel routing] in kernels/backend.h);
@@ -25,6 +28,7 @@ import sys
 RANK = {"core": 0, "kernels": 1, "autograd": 2, "nn": 3, "optim": 4, "distributed": 4, "data": 5,
         "train": 5}
 ABOVE_KERNELS = {"autograd", "nn", "optim", "distributed", "data", "train"}
+ABOVE_AUTOGRAD = ABOVE_KERNELS - {"autograd"}
 SOURCE = (".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 BUILD_TEST = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\bLOOM_WITH_CUD(A|NN)\b")
@@ -66,6 +70,8 @@ def main(root):
             elif layer(target) in RANK and layer(target) != layer(path) and \
                     RANK[layer(target)] == RANK[layer(path)]:
                 problems.append(f"{where} (a layer beside {layer(path)}/, not below it)")
+            if layer(path) in ABOVE_AUTOGRAD and layer(target) == "kernels":
+                problems.append(f"{where} (reaches past autograd/ into kernels/: call the op autograd/ has for it)")
             cuda = target.startswith("kernels/cuda/") or target.startswith("core/cuda")
             if path.startswith("kernels/cpu/") and cuda:
                 problems.append(f"{where} (the CPU backend knows nothing of CUDA)")

@@ -1,5 +1,5 @@
 // What the kernel tests feed each elementwise op and what it must give: one row per
-// enumerator, in the order of the op tables (kernels/elementwise_ops.h, Note [op tables]).
+// enumerator, in the order of the op tables (kernels/math/elementwise_ops.h, Note [op tables]).
 // One table for both devices: test_elementwise.cpp runs every CPU kernel against `ref`,
 // test_cuda_kernels.cpp every CUDA kernel against the CPU. The dtypes each op runs in
 // and its output dtype come from the op's row, so an op added there without a row here
@@ -10,7 +10,7 @@
 #include <iterator>
 #include <string>
 
-#include "kernels/elementwise_ops.h"
+#include "kernels/math/elementwise_ops.h"
 
 namespace loom::test {
 

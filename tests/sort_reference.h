@@ -1,6 +1,6 @@
 // Plain reference loops for sort, argsort and topk (tests/test_sort.cpp and the CUDA
 // tests): std::stable_sort of each slice with NaN as the largest value, written apart
-// from the kernels' total order (kernels/sort_math.h).
+// from the kernels' total order (kernels/math/sort_math.h).
 #pragma once
 
 #include <algorithm>

@@ -1,8 +1,8 @@
-// Gradient accumulation (train/gradient_accumulation.h): K micro-batches of B train as one
+// Gradient accumulation (train/loop/gradient_accumulation.h): K micro-batches of B train as one
 // batch of K·B — the same gradients at every optimizer step, to 1e-6 in float64, with and
 // without the GradScaler, and for the epoch's last, shorter group.
-#include "test_util.h"
 #include "random_texts.h"
+#include "test_util.h"
 
 using namespace loom;
 using namespace loom::test;

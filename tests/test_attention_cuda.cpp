@@ -1,5 +1,5 @@
 // scaled_dot_product_attention on a GPU, each fused tier forced in turn (Note [attention
-// tiers] in kernels/attention_backend.h): cuDNN's graphs (kernels/cuda/cudnn_attention.cpp)
+// tiers] in kernels/attention/attention_backend.h): cuDNN's graphs (kernels/cuda/cudnn_attention.cpp)
 // and Loom's kernels (kernels/cuda/attention.cu), against the composition of ops
 // (detail::sdpa_reference) run on the CPU in float64 from the same rounded inputs: the output,
 // the logsumexp and the gradients of q, k and v, over odd shapes (L != S, partial tiles,
@@ -15,13 +15,13 @@
 #include <limits>
 #include <sstream>
 
+#include "attention_test_util.h"
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "cuda_test_util.h"
-#include "kernels/attention.h"
-#include "kernels/cudnn_attention_plan.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/cudnn_attention_plan.h"
 #include "loom.h"
-#include "attention_test_util.h"
 #include "test_util.h"
 
 using namespace loom;

@@ -1,7 +1,7 @@
-// The attention tiers on the host (Note [attention tiers] in kernels/attention_backend.h):
+// The attention tiers on the host (Note [attention tiers] in kernels/attention/attention_backend.h):
 // which tier each refusal selects, the forced-tier scope (SdpaKernelGuard) and its error,
 // the cuDNN plan cache's keys (every field a graph depends on, and nothing else) and its
-// bound (kernels/lru_cache.h), and the rules by which cuDNN refuses a call before any graph
+// bound (kernels/support/lru_cache.h), and the rules by which cuDNN refuses a call before any graph
 // is built (Note [cuDNN attention plans]). None of this needs a GPU; the tiers themselves run
 // against the composition in tests/test_attention_cuda.cpp.
 #include "catch2_compat.h"
@@ -12,9 +12,9 @@
 
 #include "autograd/functions/attention.h"
 #include "autograd/node.h"
-#include "kernels/attention.h"
-#include "kernels/cudnn_attention_plan.h"
-#include "kernels/lru_cache.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/cudnn_attention_plan.h"
+#include "kernels/support/lru_cache.h"
 #include "loom.h"
 #include "test_util.h"
 

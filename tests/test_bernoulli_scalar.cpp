@@ -8,7 +8,7 @@
 #include "test_util.h"
 
 #include "kernels/kernels.h"
-#include "kernels/random_math.h"
+#include "kernels/math/random_math.h"
 #include "nn/functional.h"
 
 using namespace loom;

@@ -12,7 +12,7 @@
 
 #include "core/cuda_emulation.h"
 #include "kernels/cuda/multi_tensor.cuh"
-#include "kernels/optim_math.h"
+#include "kernels/math/optim_math.h"
 #include "optim/adam.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"

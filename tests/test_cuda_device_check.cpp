@@ -1,4 +1,4 @@
-// Deferred range checks on a GPU (Note [deferred device checks] in kernels/device_check.h):
+// Deferred range checks on a GPU (Note [deferred device checks] in kernels/support/device_check.h):
 // an out-of-range index or class target costs no host sync where it is used, and the next
 // call that waits for the device throws the IndexError the CPU throws at once (the CPU's
 // message is its beginning), once; the process goes on working. The CPU's eager checks are

@@ -19,9 +19,9 @@
 
 #include "kernels/cuda/gemm_plan.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/functors.h"
 #include "kernels/kernels.h"
-#include "kernels/random_math.h"
+#include "kernels/math/functors.h"
+#include "kernels/math/random_math.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -590,7 +590,7 @@ TEST_CASE("cuda kernels: random fills equal the CPU's bit for bit", "[.cuda]") {
       if (dt != kFloat64) {
         REQUIRE(bits_equal(gn.cpu(), cn));
       } else {
-        // log and cos of CUDA's libm and glibc may differ in the last bit (kernels/random_math.h).
+        // log and cos of CUDA's libm and glibc may differ in the last bit (kernels/math/random_math.h).
         check_close(gn.cpu(), cn.to_vector<double>(), kFloat64, "randn float64");
       }
     }

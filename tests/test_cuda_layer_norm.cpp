@@ -11,7 +11,7 @@
 #include "cuda_test_util.h"
 #include "test_util.h"
 
-#include "kernels/layer_norm.h"
+#include "kernels/norm/layer_norm.h"
 #include "nn/functional.h"
 
 using namespace loom;

@@ -1,5 +1,5 @@
 // cuDNN's recurrent layers (kernels/cuda/cudnn_rnn.cpp): the host-side rules of
-// kernels/cuda/cudnn_rnn_plan.h on the host (the algorithm rule and its override, the
+// kernels/rnn/cudnn_rnn_plan.h on the host (the algorithm rule and its override, the
 // cache keys, the LRU, the weight stamps that decide when packed weights are reused), then
 // on a GPU ("[.cuda]") that the plans and packed weights are reused while nothing changes
 // and rebuilt when a parameter changes in place, a dtype or a shape changes, with outputs
@@ -9,8 +9,8 @@
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
 #include "core/ops.h"
-#include "kernels/cuda/cudnn_rnn_plan.h"
 #include "kernels/kernels.h"
+#include "kernels/rnn/cudnn_rnn_plan.h"
 #include "nn/rnn.h"
 #include "tests/cuda_test_util.h"
 #include "tests/test_util.h"

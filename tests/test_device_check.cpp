@@ -1,4 +1,4 @@
-// The host half of Note [deferred device checks] (kernels/device_check.h): the sites, the
+// The host half of Note [deferred device checks] (kernels/support/device_check.h): the sites, the
 // messages (the same as the CPU's eager checks), which failure a record keeps, how a record
 // is written, and the mailbox that raises it once and re-arms the device, driven with a
 // fake record in ordinary memory where the CUDA backend maps one the GPU writes.
@@ -7,8 +7,8 @@
 #include <thread>
 #include <tuple>
 
-#include "kernels/device_check.h"
 #include "kernels/kernels.h"
+#include "kernels/support/device_check.h"
 #include "test_util.h"
 #include "thrown_message.h"
 

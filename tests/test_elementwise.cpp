@@ -8,7 +8,7 @@
 
 #include "autograd/node.h"
 #include "elementwise_cases.h"
-#include "kernels/functors.h"
+#include "kernels/math/functors.h"
 #include "test_util.h"
 
 using namespace loom;
@@ -72,7 +72,7 @@ struct UnaryCase {
   std::function<double(double)> ref;
   double low, high;  // input range
   bool ints;         // also defined on integer tensors (same dtype out)
-  KernelOp op;       // differentiable if its row (kernels/elementwise_ops.h) names a backward node
+  KernelOp op;       // differentiable if its row (kernels/math/elementwise_ops.h) names a backward node
 };
 
 const std::vector<UnaryCase>& unary_cases() {
@@ -625,7 +625,7 @@ TEST_CASE("binary op errors name the op and both shapes", "[core]") {
   CHECK(broadcast_shapes({0}, {1}, "op") == Shape{0});
 }
 
-// ---- every kernel op, from the op tables (kernels/elementwise_ops.h) --------------------------
+// ---- every kernel op, from the op tables (kernels/math/elementwise_ops.h) --------------------------
 
 TEST_CASE("every unary kernel matches its reference in every float dtype", "[core]") {
   manual_seed(21);

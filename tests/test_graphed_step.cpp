@@ -1,4 +1,4 @@
-// train::GraphedStep (train/graphed_step.h, Note [graphed training step]): on the host, the
+// train::GraphedStep (train/loop/graphed_step.h, Note [graphed training step]): on the host, the
 // signature it keys graphs by, that every call runs exactly one step, and that it falls
 // back to eager steps saying why; on a GPU ("[.cuda]"), replayed steps equal eager ones bit
 // for bit, one graph per input shape within its bound.
@@ -9,16 +9,16 @@
 
 #include "autograd/autocast.h"
 #include "core/cuda_emulation.h"
+#include "nn/embedding.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
-#include "nn/embedding.h"
 #include "optim/adam.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
-#include "train/graphed_step.h"
+#include "train/loop/graphed_step.h"
 
 using namespace loom;
 using namespace loom::test;

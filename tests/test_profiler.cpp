@@ -1,4 +1,4 @@
-// The profiler (core/profiler.h, train/profile.h): what it records (router ops, autograd
+// The profiler (core/profiler.h, train/profiler/profile.h): what it records (router ops, autograd
 // nodes, optimizer steps, the DataLoader's threads, user ranges), how they nest, what the
 // table adds up to against clocks and sleeps the test times itself, per-op memory against
 // the bytes the test allocates, the schedule, a step that throws, the trace's structure, and
@@ -17,9 +17,9 @@
 #include "nn/linear.h"
 #include "optim/adam.h"
 #include "test_util.h"
-#include "train/chrome_trace.h"
-#include "train/profile.h"
-#include "train/timeline_html.h"
+#include "train/profiler/chrome_trace.h"
+#include "train/profiler/profile.h"
+#include "train/profiler/timeline_html.h"
 
 using namespace loom;
 using namespace loom::profiler;
@@ -164,7 +164,7 @@ TEST_CASE("profiler: nested ranges and ops: parents, self and total times agains
   REQUIRE(outer.end_ns <= after);
   REQUIRE(outer.duration_ns() >= 10'000'000);  // the two sleeps
 
-  const std::vector<EventStats> stats = analyze(r);
+  const std::vector<EventStats> stats = analyze(r).stats;
   const size_t outer_at = size_t(&outer - r.events.data());
   REQUIRE(stats[outer_at].self_cpu_ns == outer.duration_ns() - inners[0]->duration_ns() - inners[1]->duration_ns());
   REQUIRE(stats[outer_at].self_cpu_ns >= 4'000'000);
@@ -570,7 +570,7 @@ TEST_CASE("profiler: the Chrome trace parses, nests per track, and carries every
   for (const MemoryRecord& m : r.memory) recorded += m.bytes;
   REQUIRE(bytes == recorded);
   // The HTML page holds the same events and no reference to anything outside it.
-  const std::string html = timeline_html(r);
+  const std::string html = timeline_html(analyze(r));
   REQUIRE(html.find("<canvas") != std::string::npos);
   REQUIRE(html.find("ProfilerStep#1") != std::string::npos);
   REQUIRE(html.find("http://") == std::string::npos);

@@ -9,11 +9,11 @@
 // algorithms where the rule picks them (Note [cuDNN RNN algorithm rule]).
 #include <cstdlib>
 
-#include "test_util.h"
 #include "bf16_kernel_test_util.h"
 #include "core/cuda_emulation.h"
 #include "cuda_test_util.h"
-#include "kernels/cuda/cudnn_rnn_plan.h"
+#include "kernels/rnn/cudnn_rnn_plan.h"
+#include "test_util.h"
 
 using namespace loom;
 using namespace loom::test;

@@ -1,4 +1,4 @@
-// The GPU recurrent sweep (kernels/rnn_sweep.h, Note [step-functor RNN sweep]) run on the
+// The GPU recurrent sweep (kernels/rnn/rnn_sweep.h, Note [step-functor RNN sweep]) run on the
 // host with a plain-loop executor, against the CPU kernels (kernels/cpu/rnn.cpp): the
 // same outputs, final states, reserve and every gradient, for every mode, both
 // directions and ragged lengths. Only the kernel launch itself is left for the GPU tests
@@ -11,7 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "core/factories.h"
 #include "kernels/kernels.h"
-#include "kernels/rnn_sweep.h"
+#include "kernels/rnn/rnn_sweep.h"
 #include "nn/rnn.h"
 #include "tests/cuda_test_util.h"
 #include "tests/test_util.h"

@@ -1,5 +1,5 @@
 // A training step of each example program's model makes no host sync on a GPU (docs/cuda.md,
-// "A step without host syncs"; Note [deferred device checks] in kernels/device_check.h): the
+// "A step without host syncs"; Note [deferred device checks] in kernels/support/device_check.h): the
 // step each program runs — zero_grad, forward, loss, backward, clipping, the optimizer's
 // step — with its batch moved from pinned memory as the program's DataLoader gives it, is
 // bracketed by cuda::host_sync_count(). The steps' losses are compared with the same steps

@@ -1,4 +1,4 @@
-// TensorBoard event files (train/summary_writer.h): CRC-32C on both paths against the
+// TensorBoard event files (train/tensorboard/summary_writer.h): CRC-32C on both paths against the
 // standard check value and a bit-at-a-time reference, the masked CRC, varints and protobuf
 // fields byte for byte, and event files parsed back by an independent reader here (its own
 // CRC, TFRecord framing and protobuf decoding): records, tags, steps, values, text,
@@ -28,12 +28,12 @@
 #include "core/tensor.h"
 #include "fake_clock.h"
 #include "test_util.h"
-#include "train/crc32c.h"
-#include "train/event_file.h"
-#include "train/histogram.h"
-#include "train/metrics_log.h"
-#include "train/protobuf_writer.h"
-#include "train/summary_writer.h"
+#include "train/metrics/metrics_log.h"
+#include "train/tensorboard/crc32c.h"
+#include "train/tensorboard/event_file.h"
+#include "train/tensorboard/histogram.h"
+#include "train/tensorboard/protobuf_writer.h"
+#include "train/tensorboard/summary_writer.h"
 
 using namespace loom;
 using namespace loom::train;

@@ -1,12 +1,12 @@
 // Fused scaled-dot-product attention: the forward keeps each query row's logsumexp and
 // the output, the backward recomputes the weights tile by tile (Note [online softmax] in
-// kernels/attention_math.h), so no (L, S) matrix is stored between the two.
+// kernels/attention/attention_math.h), so no (L, S) matrix is stored between the two.
 #include "autograd/functions/attention.h"
 
 #include "autograd/function.h"
 #include "core/factories.h"
 #include "core/generator.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 namespace loom {
 

@@ -132,7 +132,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double a
   Tensor out = empty(shape, TensorOptions(kernels::outputs_bool(op) ? kBool : ct).device(a.device()));
   kernels::binary(op, out, broadcast_to_shape(a, shape, name), broadcast_to_shape(b, shape, name), alpha);
   if (info.backward_name && needs_grad(a, b)) {
-    // Save only what the gradients to be computed read (SaveIf, kernels/elementwise_ops.h).
+    // Save only what the gradients to be computed read (SaveIf, kernels/math/elementwise_ops.h).
     const bool ra = a.requires_grad(), rb = b.requires_grad();
     auto saves = [&](SaveIf when) {
       return when == SaveIf::Always || (when == SaveIf::ANeedsGrad && ra) || (when == SaveIf::BNeedsGrad && rb);

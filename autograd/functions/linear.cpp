@@ -2,6 +2,7 @@
 // (LinearBackward: dx = dy · W, dW = dy^T · x over all rows, db = dy summed over rows).
 #include "autograd/functions/linear.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
@@ -36,6 +37,25 @@ Tensor fused_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& b
     record("LinearBackward", {x_in, weight_in, bias_in}, {y}, {x_in, weight_in}, backward);
   }
   return y;
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  // Under autocast all three in the lower precision: the bias add too (Note [autocast]).
+  const std::vector<Tensor> cast = autocast::cast_inputs("linear", {x_in, weight_in, bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
+  LOOM_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be 2-D (out, in), got shape ",
+             shape_str(weight.sizes()));
+  LOOM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ",
+             shape_str(x.sizes()), " does not end in in_features = ", weight.size(1), " (weight ",
+             shape_str(weight.sizes()), ")");
+  if (!bias.defined()) return x.matmul(weight.t());  // (..., out)
+  LOOM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, "linear: bias of shape ",
+             shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
+  // One op, the bias added inside the GEMM (autograd/functions/linear.h), where the three
+  // agree; otherwise the composition, whose ops name what disagrees.
+  const bool fusable = x.is_floating_point() && weight.dtype() == x.dtype() && bias.dtype() == x.dtype() &&
+                       weight.device() == x.device() && bias.device() == x.device();
+  return fusable ? fused_linear(x, weight, bias) : x.matmul(weight.t()) + bias;
 }
 
 }  // namespace loom

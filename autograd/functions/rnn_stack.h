@@ -10,6 +10,11 @@
 
 namespace loom {
 
+// The recurrent layers' kinds and stack description, as nn::RNN, LSTM and GRU name them.
+using kernels::RNNMode;
+using kernels::RNNStackConfig;
+using kernels::rnn_gates;
+
 struct RNNStackResult {
   Tensor y;    // (T, B, D·H)
   Tensor h_n;  // (L·D, B, H)

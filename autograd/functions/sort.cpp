@@ -1,5 +1,5 @@
 // sort, argsort and topk along a dim: values with their int64 indices, in the order of
-// Note [sort order] (kernels/sort_math.h: stable, NaN largest, topk ties to the lowest
+// Note [sort order] (kernels/math/sort_math.h: stable, NaN largest, topk ties to the lowest
 // index). The values' gradient goes back to the positions they came from.
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"

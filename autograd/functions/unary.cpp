@@ -6,8 +6,8 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
-#include "kernels/functors.h"
 #include "kernels/kernels.h"
+#include "kernels/math/functors.h"
 
 namespace loom {
 

@@ -1,11 +1,11 @@
 // CPU kernels of the gradient scaler (kernels::unscale_grads, update_scale): one parallel
 // pass over each gradient that unscales it and notes a non-finite element, and the scale's
-// update (kernels/amp_math.h). The router has checked the operands.
+// update (kernels/math/amp_math.h). The router has checked the operands.
 #include <atomic>
 
 #include "core/parallel.h"
-#include "kernels/amp_math.h"
 #include "kernels/cpu/backend.h"
+#include "kernels/math/amp_math.h"
 
 namespace loom::kernels::cpu {
 namespace {

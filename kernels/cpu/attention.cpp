@@ -1,5 +1,5 @@
 // CPU fused scaled-dot-product attention, forward and backward, float and double
-// (Note [online softmax] in kernels/attention_math.h).
+// (Note [online softmax] in kernels/attention/attention_math.h).
 //
 // Note [attention tiles as GEMMs]
 // For a tile of kRows query rows against kKeys keys the forward does two dense products
@@ -13,7 +13,7 @@
 //
 // Forward: one task per (n, tile of query rows), in parallel; it keeps each row's running
 // max and sum and its (kRows, Ev) unnormalised output across the key tiles. With dropout
-// (Note [attention dropout] in kernels/attention_dropout.h) each tile of exponentials is
+// (Note [attention dropout] in kernels/attention/attention_dropout.h) each tile of exponentials is
 // added to the running sums first, then multiplied by its keep factors before the P V product.
 // Backward (FlashAttention-2): one task per (n, run of key tiles). A run's dk and dv rows are
 // its own; dq rows are shared by the runs of one n, so when n is split in runs (N is
@@ -22,7 +22,7 @@
 // keep factors: ds from the undropped weights, dv from the dropped ones.
 //
 // The operands' rows are read where they are, (B, H, rows, cols) head views included (Note
-// [attention head layouts] in kernels/attention_layout.h).
+// [attention head layouts] in kernels/attention/attention_layout.h).
 //
 // Note [16-bit attention on the CPU]
 // bfloat16 operands (CPU autocast runs the op in bfloat16, as PyTorch lists it) stay
@@ -40,9 +40,9 @@
 
 #include "core/factories.h"
 #include "core/parallel.h"
-#include "kernels/attention_dropout.h"
-#include "kernels/attention_layout.h"
-#include "kernels/attention_math.h"
+#include "kernels/attention/attention_dropout.h"
+#include "kernels/attention/attention_layout.h"
+#include "kernels/attention/attention_math.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gemm.h"

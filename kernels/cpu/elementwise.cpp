@@ -1,7 +1,7 @@
 // CPU elementwise kernels: unary, binary, where, copy (with casts) and fill.
-#include "kernels/cpu/loops.h"
 #include "kernels/cpu/backend.h"
-#include "kernels/functors.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/math/functors.h"
 
 namespace loom::kernels::cpu {
 namespace {

@@ -1,6 +1,6 @@
 // CPU indexing kernels: index_select, index_add, gather, scatter_add, triangle (tril/triu)
 // and the range checks of indices and class targets (thrown at once, with the messages
-// every device shares: kernels/device_check.h).
+// every device shares: kernels/support/device_check.h).
 //
 // Note [indexed loops]
 // gather, scatter_add and the general paths of index_select and index_add share one loop.
@@ -17,10 +17,10 @@
 #include <limits>
 #include <mutex>
 
-#include "kernels/cpu/loops.h"
-#include "kernels/dispatch_by_size.h"
 #include "kernels/cpu/backend.h"
-#include "kernels/device_check.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/support/device_check.h"
+#include "kernels/support/dispatch_by_size.h"
 
 namespace loom::kernels::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// CPU layer norm over the N elements of each row, forward and backward (kernels/layer_norm.h).
+// CPU layer norm over the N elements of each row, forward and backward (kernels/norm/layer_norm.h).
 //
 // Note [fused layer norm]
 // One pass over a row does what the composition of ops (nn::functional::detail::

@@ -1,9 +1,9 @@
-// CPU multinomial: the draws of Note [multinomial draws] (kernels/multinomial_math.h),
+// CPU multinomial: the draws of Note [multinomial draws] (kernels/math/multinomial_math.h),
 // row by row in parallel; without replacement the race keys are sorted by kernels::sort.
 #include "core/factories.h"
 #include "core/parallel.h"
 #include "kernels/cpu/backend.h"
-#include "kernels/multinomial_math.h"
+#include "kernels/math/multinomial_math.h"
 
 namespace loom::kernels::cpu {
 namespace {

@@ -1,6 +1,6 @@
 // CPU fused optimizer updates (kernels::sgd_update, adam_update, rmsprop_update): per step,
 // one parallel pass over each parameter, its gradient and its states, running the
-// per-element math of kernels/optim_math.h — the same math as the CUDA kernel.
+// per-element math of kernels/math/optim_math.h — the same math as the CUDA kernel.
 //
 // Note [vectorised optimizer updates]
 // update_element tests each state pointer per element (an undefined state is a scratch 0),
@@ -19,7 +19,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/fast_exp.h"
-#include "kernels/optim_math.h"
+#include "kernels/math/optim_math.h"
 
 namespace loom::kernels::cpu {
 namespace {

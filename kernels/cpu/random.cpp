@@ -1,11 +1,11 @@
 // CPU random fills from Philox (Note [random numbers] in core/generator.h): element i
 // uses words 2i and 2i+1 of the stream that starts at block `offset` (four words a
 // block), so any split of the work gives the same numbers. The per-element formulas live
-// in kernels/random_math.h, shared with the CUDA kernels, which give the same numbers.
+// in kernels/math/random_math.h, shared with the CUDA kernels, which give the same numbers.
 #include "core/factories.h"
-#include "kernels/cpu/loops.h"
 #include "kernels/cpu/backend.h"
-#include "kernels/random_math.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/math/random_math.h"
 
 namespace loom::kernels::cpu {
 namespace {

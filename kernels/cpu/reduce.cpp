@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "core/factories.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/functors.h"
 #include "kernels/cpu/backend.h"
-#include "kernels/reduce_math.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/math/functors.h"
+#include "kernels/math/reduce_math.h"
 
 namespace loom::kernels::cpu {
 namespace {

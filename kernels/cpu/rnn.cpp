@@ -9,15 +9,15 @@
 //             dh_prev (B, H) = dG[t] · W_hh                      one GEMM per step
 //             then dW_ih = dG^T · X, dW_hh = dG^T · H_prev, dX = dG · W_ih, db = Σ dG
 //                                                                 three large GEMMs
-// The cells are kernels/rnn_math.h's over a whole row of units at once (Note [cell math
+// The cells are kernels/rnn/rnn_math.h's over a whole row of units at once (Note [cell math
 // over a run of units]), with Eigen's vectorised activations. Lengths, directions, biases
-// and the reserve follow Note [recurrent layer rules] (kernels/rnn_rules.h), which also
+// and the reserve follow Note [recurrent layer rules] (kernels/rnn/rnn_rules.h), which also
 // holds the GEMMs around the sweep, shared with the CUDA kernels.
 //
 // Note [16-bit recurrent layers on the CPU]
 // A bfloat16 or float16 layer runs the float32 sweep on its inputs widened to float32 and
 // rounds its outputs and gradients back once (Note [16-bit recurrent layers],
-// kernels/rnn_rules.h). For bfloat16 every GEMM is the bfloat16 GEMM (Note [bfloat16
+// kernels/rnn/rnn_rules.h). For bfloat16 every GEMM is the bfloat16 GEMM (Note [bfloat16
 // GEMM]): its operands (x, h, the gate gradients, the weights) are rounded to bfloat16,
 // the sums are float32, and W_hh is packed once per sweep, not per step. float16 keeps
 // float32 GEMMs (correct, not fast).
@@ -25,14 +25,14 @@
 #include <cstring>
 
 #include "core/factories.h"
+#include "kernels/cpu/backend.h"
 #include "kernels/cpu/denormals.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
-#include "kernels/cpu/backend.h"
-#include "kernels/rnn_layer_check.h"
-#include "kernels/rnn_math.h"
-#include "kernels/rnn_rules.h"
+#include "kernels/rnn/rnn_layer_check.h"
+#include "kernels/rnn/rnn_math.h"
+#include "kernels/rnn/rnn_rules.h"
 
 namespace loom::kernels {
 namespace {
@@ -320,7 +320,7 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
 namespace cpu {
 namespace {
 
-// The router has checked the layer (kernels/rnn_layer_check.h).
+// The router has checked the layer (kernels/rnn/rnn_layer_check.h).
 Gemms gemms_of(DType d) { return d == kBFloat16 ? Gemms::BFloat16 : Gemms::Native; }
 
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {

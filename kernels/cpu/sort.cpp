@@ -1,5 +1,5 @@
 // CPU sort and topk: each row's positions ordered by std::sort under the total order of
-// Note [sort order] (kernels/sort_math.h), which makes the result the stable one; topk
+// Note [sort order] (kernels/math/sort_math.h), which makes the result the stable one; topk
 // orders only its first k with std::partial_sort. Rows run in parallel.
 #include <algorithm>
 #include <numeric>
@@ -7,7 +7,7 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/backend.h"
-#include "kernels/sort_math.h"
+#include "kernels/math/sort_math.h"
 
 namespace loom::kernels::cpu {
 namespace {

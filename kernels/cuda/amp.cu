@@ -1,16 +1,16 @@
 // CUDA kernels of the gradient scaler (kernels::unscale_grads, update_scale): one launch per
 // dtype over the gradients (Note [multi-tensor launches]) that unscales them and flags a
 // non-finite element in found_inf, and a one-thread update of the scale, so the scale and
-// its growth tracker stay on the GPU and nothing waits for it (kernels/amp_math.h, the same
+// its growth tracker stay on the GPU and nothing waits for it (kernels/math/amp_math.h, the same
 // math as the CPU). The router has checked the operands.
 #include <cuda_runtime.h>
 
 #include <vector>
 
-#include "kernels/amp_math.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/multi_tensor.cuh"
+#include "kernels/math/amp_math.h"
 
 namespace loom::kernels::cuda {
 namespace {

@@ -1,10 +1,10 @@
 // CUDA fused scaled-dot-product attention, forward and backward, for float32, float16 and
 // bfloat16 (float32 accumulation) with head dims E, Ev up to 128: the FlashAttention-2
-// schedule (Note [online softmax] in kernels/attention_math.h) with the CPU kernels'
+// schedule (Note [online softmax] in kernels/attention/attention_math.h) with the CPU kernels'
 // semantics (kernels/cpu/attention.cpp): the same bias strides, causal alignment, rows with
 // every key masked, and each row's logsumexp saved (float32) for the backward. Every
 // operand, the gradients included, is read and written where it is, (B, H, rows, cols)
-// head views too (Note [attention head layouts] in kernels/attention_layout.h).
+// head views too (Note [attention head layouts] in kernels/attention/attention_layout.h).
 //
 // Note [CUDA attention tiles]
 // A block has kThreads = 256 threads (8 warps) and holds all its tiles in shared memory,
@@ -26,7 +26,7 @@
 // and dS = scale P (dP - D), then dV += P^T dout, dK += dS^T Q and the tile's dQ = dS K,
 // which is added with atomicAdd to a float32 (N, L, E) buffer: the key blocks of one n
 // share every query row.
-// Dropout (Note [attention dropout] in kernels/attention_dropout.h): while a tile's operands
+// Dropout (Note [attention dropout] in kernels/attention/attention_dropout.h): while a tile's operands
 // load, the block draws the tile's keep bits into shared memory, one Philox block (a byte of
 // 4 bits) per 4 keys of a row, the same bits as the CPU's; the forward multiplies each
 // exponential by its keep factor after the row's sum took it, the backward forms
@@ -43,9 +43,9 @@
 
 #include "core/cuda_graph.h"
 #include "core/factories.h"
-#include "kernels/attention_dropout.h"
-#include "kernels/attention_layout.h"
-#include "kernels/attention_math.h"
+#include "kernels/attention/attention_dropout.h"
+#include "kernels/attention/attention_layout.h"
+#include "kernels/attention/attention_math.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.cuh"

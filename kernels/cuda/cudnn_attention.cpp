@@ -1,9 +1,9 @@
 // cuDNN's fused attention, the CUDNN_ATTENTION tier (Note [attention tiers] in
-// kernels/attention_backend.h): the SDPA forward and backward graphs of cuDNN's frontend
+// kernels/attention/attention_backend.h): the SDPA forward and backward graphs of cuDNN's frontend
 // C++ API (header-only: the include/ of PyPI's nvidia-cudnn-frontend, which
 // scripts/install-deps.sh puts in .venv-tools/ and cmake/LoomCudnnFrontend.cmake finds),
 // calling the libcudnn Loom links already. Each signature's graphs are built once and kept
-// (Note [cuDNN attention plans] in kernels/cudnn_attention_plan.h).
+// (Note [cuDNN attention plans] in kernels/attention/cudnn_attention_plan.h).
 // Layouts as PyTorch's (aten/src/ATen/native/cudnn/MHA.cpp): every tensor 4-D (B, H, rows,
 // cols) with its own strides, a 3-D (N, rows, cols) call as (N, 1, rows, cols); the
 // logsumexp (cuDNN's "Stats") (B, H, L, 1) float32, which is lse (N, L); the scale passed
@@ -27,13 +27,13 @@
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
 #include "core/factories.h"
-#include "kernels/attention_layout.h"
+#include "kernels/attention/attention_layout.h"
+#include "kernels/attention/cudnn_attention_plan.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cudnn_attention_masks.h"
 #include "kernels/cuda/cudnn_util.h"
 #include "kernels/cuda/reduce_geometry.h"
-#include "kernels/cudnn_attention_plan.h"
-#include "kernels/lru_cache.h"
+#include "kernels/support/lru_cache.h"
 
 namespace loom::kernels::cuda {
 namespace {

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/attention_layout.h"
+#include "kernels/attention/attention_layout.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace loom::kernels::cuda {

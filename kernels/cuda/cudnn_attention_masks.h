@@ -1,6 +1,6 @@
 // The two small kernels the cuDNN attention tier runs around cuDNN's graphs
 // (kernels/cuda/cudnn_attention_masks.cu; Note [cuDNN attention plans] in
-// kernels/cudnn_attention_plan.h). Both launch on the current stream of their tensors'
+// kernels/attention/cudnn_attention_plan.h). Both launch on the current stream of their tensors'
 // device and never wait for the GPU.
 #pragma once
 

@@ -10,7 +10,7 @@
 // with CUDNN_TENSOR_OP_MATH), as PyTorch's; every tensor, the weights included, is in the
 // input's dtype (autocast's casts), and so are the gradients, which the casts' backward
 // widens to the parameters' float32. The algorithm: Note [cuDNN RNN algorithm rule] in
-// kernels/cuda/cudnn_rnn_plan.h.
+// kernels/rnn/cudnn_rnn_plan.h.
 //
 // Note [cuDNN RNN plans]
 // What a call needs besides its tensors is built once per configuration and kept in this
@@ -52,9 +52,9 @@
 #include "core/factories.h"
 #include "core/generator.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/cudnn_rnn_plan.h"
 #include "kernels/cuda/cudnn_util.h"
-#include "kernels/rnn_rules.h"
+#include "kernels/rnn/cudnn_rnn_plan.h"
+#include "kernels/rnn/rnn_rules.h"
 
 namespace loom::kernels::cuda {
 

@@ -1,4 +1,4 @@
-// The kernel side of Note [deferred device checks] (kernels/device_check.h): where a check
+// The kernel side of Note [deferred device checks] (kernels/support/device_check.h): where a check
 // kernel on a device writes a failure, and the device function that writes it.
 //
 // Each device has a claim in device memory (a lock, which launch holds the record, and that
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kernels/device_check.h"
+#include "kernels/support/device_check.h"
 
 namespace loom::kernels::cuda {
 

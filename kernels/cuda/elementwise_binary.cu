@@ -1,5 +1,5 @@
 // CUDA binary elementwise kernels (every BinaryOp, comparisons to bool, fused backward formulas).
-// The per-element math is kernels/functors.h, shared with the CPU (kernels/cpu/elementwise.cpp);
+// The per-element math is kernels/math/functors.h, shared with the CPU (kernels/cpu/elementwise.cpp);
 // the loop is gpu_elementwise (kernels/cuda/launch.cuh). The elementwise entry points are
 // split over three files (unary, binary, copy) so that their many kernel instantiations
 // (op x dtype x path) compile in parallel: as one file it took nvcc minutes.
@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/functors.h"
+#include "kernels/math/functors.h"
 
 namespace loom::kernels::cuda {
 

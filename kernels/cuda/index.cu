@@ -13,7 +13,7 @@
 // coordinates but dim) and walks the index along dim in order, as the CPU does: two
 // positions never hit the same output element, so the sums are deterministic and equal
 // the CPU's. Out-of-range indices are the caller's check (check_indices, which on a GPU only
-// records a failure: Note [deferred device checks] in kernels/device_check.h); a kernel that
+// records a failure: Note [deferred device checks] in kernels/support/device_check.h); a kernel that
 // meets one skips it (a gather reads zero) rather than touch memory outside the tensor.
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
@@ -27,7 +27,7 @@
 #include "kernels/cuda/device_check.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sorted_index_add.cuh"
-#include "kernels/dispatch_by_size.h"
+#include "kernels/support/dispatch_by_size.h"
 
 namespace loom::kernels::cuda {
 namespace {

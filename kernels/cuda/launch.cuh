@@ -96,7 +96,7 @@ LOOM_HOST_DEVICE void strided_loop(index_t thread, index_t threads, index_t n, c
 }
 
 // Random fills: out[i] = Out(f(w0, w1, in[i]...)) with w0, w1 the two Philox words of
-// element i (kernels/random_math.h). Elements 2j and 2j+1 share block offset + j (words
+// element i (kernels/math/random_math.h). Elements 2j and 2j+1 share block offset + j (words
 // 0, 1 and 2, 3), so each thread step computes one block and writes that pair.
 template <typename Out, typename... In, typename F, typename index_t, size_t... I>
 LOOM_HOST_DEVICE void random_loop_impl(index_t thread, index_t threads, index_t n, uint64_t seed, uint64_t offset,

@@ -1,5 +1,5 @@
 // CUDA layer norm over the N elements of each row, forward and backward
-// (kernels/layer_norm.h), with the math of the CPU kernel (Note [fused layer norm] in
+// (kernels/norm/layer_norm.h), with the math of the CPU kernel (Note [fused layer norm] in
 // kernels/cpu/layer_norm.cpp): opmath arithmetic, the mean first and then the biased
 // variance from the squared deviations (no cancellation), rstd = 1 / sqrt(var + eps), and
 //   dx = rstd (g - mean(g) - xhat mean(g xhat)),  g = dy weight, xhat = (x - mean) rstd.

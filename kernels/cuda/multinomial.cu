@@ -1,4 +1,4 @@
-// CUDA multinomial: the draws of Note [multinomial draws] (kernels/multinomial_math.h),
+// CUDA multinomial: the draws of Note [multinomial draws] (kernels/math/multinomial_math.h),
 // one thread per (row, sample) with replacement and one per (row, category) for the race
 // keys without, so the samples equal the CPU's for the same seed and offset. The rows are
 // checked first on the GPU and the verdicts read back (a sync: the price of the CPU's
@@ -9,7 +9,7 @@
 #include "core/factories.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/multinomial_math.h"
+#include "kernels/math/multinomial_math.h"
 
 namespace loom::kernels::cuda {
 namespace {

@@ -4,7 +4,7 @@
 // Note [fused optimizer updates]
 // One launch updates a list of parameters (up to kMaxListTensors; Note [multi-tensor
 // launches] in kernels/cuda/multi_tensor.cuh): each block takes one chunk of one parameter
-// and runs update_element (kernels/optim_math.h), the same per-element code as the CPU loop,
+// and runs update_element (kernels/math/optim_math.h), the same per-element code as the CPU loop,
 // over it. Where a parameter's math comes from is the only difference between the two kinds
 // of step (Note [capturable optimizers] in optim/optimizer.h):
 // - eager: the host has computed it (update_math in double, from the group's lr and the
@@ -23,7 +23,7 @@
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/multi_tensor.cuh"
-#include "kernels/optim_math.h"
+#include "kernels/math/optim_math.h"
 
 namespace loom::kernels::cuda {
 namespace {

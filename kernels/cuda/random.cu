@@ -1,11 +1,11 @@
 // CUDA random fills: uniform, normal, bernoulli, randint. Element i (row-major) gets the
-// same Philox words and the same formula (kernels/random_math.h) as on the CPU
+// same Philox words and the same formula (kernels/math/random_math.h) as on the CPU
 // (kernels/cpu/random.cpp), so a GPU tensor equals the CPU one for the same seed and
 // offset; gpu_random (kernels/cuda/launch.cuh) computes one Philox block per pair.
 #include "core/factories.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/random_math.h"
+#include "kernels/math/random_math.h"
 
 namespace loom::kernels::cuda {
 namespace {

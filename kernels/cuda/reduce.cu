@@ -30,8 +30,8 @@
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/reduce_geometry.h"
-#include "kernels/functors.h"
-#include "kernels/reduce_math.h"
+#include "kernels/math/functors.h"
+#include "kernels/math/reduce_math.h"
 
 namespace loom::kernels::cuda {
 namespace {
@@ -50,7 +50,7 @@ __device__ inline bool is_nan(M v) {
 
 // ---- folds ----------------------------------------------------------------------------------
 
-// sum, mean, max, min, prod (ReduceMath of kernels/reduce_math.h, shared with the CPU).
+// sum, mean, max, min, prod (ReduceMath of kernels/math/reduce_math.h, shared with the CPU).
 template <ReduceOp OP, typename M>
 struct ValueFold {
   using State = M;

@@ -1,5 +1,5 @@
 // CUDA recurrent layers: kernels::rnn_layer_forward/backward for tensors on a GPU, as the
-// step-functor sweep of kernels/rnn_sweep.h (Note [step-functor RNN sweep]) with each
+// step-functor sweep of kernels/rnn/rnn_sweep.h (Note [step-functor RNN sweep]) with each
 // step's functor launched as one grid-stride kernel on the current stream. The sweep is
 // also what the fused cell modules (nn::LSTMCell, ...) run: a one-step layer.
 // nn::RNN/LSTM/GRU use cuDNN instead where it is available (kernels/cuda/cudnn_rnn.cpp).
@@ -12,7 +12,7 @@
 
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/rnn_sweep.h"
+#include "kernels/rnn/rnn_sweep.h"
 
 namespace loom::kernels::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // CUDA sort and topk: one thread block sorts one row with a bitonic network over the row
 // padded to a power of two, under the total order of Note [sort order]
-// (kernels/sort_math.h), so the result is the CPU's stable one; topk keeps the first k.
+// (kernels/math/sort_math.h), so the result is the CPU's stable one; topk keeps the first k.
 // Rows that fit go through shared memory; longer ones through a global scratch buffer
 // (fewer blocks at a time, each reusing its slice).
 #include <cuda_runtime.h>
@@ -10,7 +10,7 @@
 #include "core/factories.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/sort_math.h"
+#include "kernels/math/sort_math.h"
 
 namespace loom::kernels::cuda {
 namespace {

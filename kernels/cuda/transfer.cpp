@@ -7,14 +7,14 @@
 // synchronized) unless non_blocking is set and the host memory is pinned: then it is
 // merely queued, and the pinned block is kept from reuse until it completes (Note [pinned
 // memory cache]). Copies between GPUs never block the host. A copy that waited reports a
-// failed deferred check (Note [deferred device checks] in kernels/device_check.h): that is
+// failed deferred check (Note [deferred device checks] in kernels/support/device_check.h): that is
 // how Tensor::item() and to_vector() raise it.
 #include <cuda_runtime.h>
 
 #include "core/cuda.h"
 #include "core/cuda_graph.h"
-#include "kernels/cuda/check.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/device_check.cuh"
 #include "kernels/cuda/host_sync.h"
 
