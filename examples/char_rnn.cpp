@@ -24,6 +24,7 @@
 #include "profile_option.h"
 #include "loom.h"
 #include "smoke_test.h"
+#include "training_loop.h"
 
 using namespace loom;
 using examples::CharLSTM;
@@ -209,75 +210,33 @@ int main(int argc, char** argv) {
     train::MetricsLog log(out_dir, "char_rnn");
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
-    size_t step = 0;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
-    // --cuda-graph: one whole step replayed as a CUDA graph; its losses are read once an epoch.
-    train::GraphedStep graphed_step(
-        [&](const std::vector<Tensor>& in) {  // input, target: (B, T) on the GPU
-          optimizer.zero_grad();
-          Tensor loss;
-          {
-            auto autocast = amp_option.guard(device);
-            Tensor logits = model->forward(in[0]).first;  // (B, T, V)
-            loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), in[1].reshape({-1}));
-          }
-          scaler.scale(loss).backward();
-          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
-          return loss.detach().to(kFloat32).reshape({1});
-        },
-        cuda_graph.options());
-    examples::DeviceStepStats graphed_losses;  // weighted by each step's characters
+    examples::TrainingLoop loop({.optimizer = optimizer, .scaler = scaler, .parameters = model->parameters(),
+                                 .max_norm = 1.0, .amp = amp_option, .device = device, .cuda_graph = cuda_graph,
+                                 .accumulation = accumulation, .log = &log, .item_name = "chars"},
+                                [&](const std::vector<Tensor>& in, bool) -> std::vector<Tensor> {  // (B, T) each
+                                  Tensor logits = model->forward(in[0]).first;                   // (B, T, V)
+                                  return {nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}),
+                                                                        in[1].reshape({-1}))};   // over B·T
+                                });
     std::unique_ptr<profiler::Profile> prof = profile.start();
     double valid_loss = 0;
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
-      train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
-                             train_loader.size(), {.item_name = "chars"});
-      double loss_sum = 0;
-      train::AccumulatedLoss step_losses;
-      size_t seen = 0, micro_batch = 0;
+      loop.start_epoch(epoch, epochs);
       for (CharWindow& cpu_batch : train_loader) {
-        Tensor input = cpu_batch.input.to(device), target = cpu_batch.target.to(device);  // (B, T)
-        if (cuda_graph.on) {
-          const auto n = static_cast<size_t>(target.numel());
-          graphed_losses.add(graphed_step({input, target}), double(n));
-          bar.update(1, {}, n);
-          examples::profile_step(prof);
-          continue;
-        }
-        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
-        Tensor loss;
-        {
-          auto autocast = amp_option.guard(device);
-          Tensor logits = model->forward(input).first;                                 // (B, T, V)
-          loss = nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}),  // (B·T, V)
-                                               target.reshape({-1}));                // (B·T)
-        }
-        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
-        const auto n = static_cast<size_t>(target.numel());
-        const double l = loss.item<double>();
-        loss_sum += l * double(n);
-        seen += n;
-        if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
-          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
-          log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
-        }
-        bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
+        loop.step({cpu_batch.input.to(device), cpu_batch.target.to(device)}, double(cpu_batch.target.numel()));
         examples::profile_step(prof);
       }
-      bar.close();
-      for (const examples::DeviceStepStats::Step& s : graphed_losses.read()) {  // --cuda-graph: one wait
-        loss_sum += s.values[0] * s.weight, seen += static_cast<size_t>(s.weight);
-        log.log_step(epoch + 1, ++step, {{"loss", s.values[0]}});
-      }
+      const examples::EpochTotals totals = loop.finish_epoch();
       scheduler.step();
-      summary.end_epoch(seen);
+      summary.end_epoch(static_cast<size_t>(totals.seen));
 
       valid_loss = evaluate(valid_loader, *model, device);
-      log.log_epoch(epoch + 1, {{"train_loss", loss_sum / double(seen)}, {"valid_loss", valid_loss},
+      log.log_epoch(epoch + 1, {{"train_loss", totals.mean(0)}, {"valid_loss", valid_loss},
                                 {"valid_perplexity", std::exp(valid_loss)}});
       std::printf("epoch %d: train loss %.4f | validation loss %.4f, perplexity %.2f\n", epoch + 1,
-                  loss_sum / double(seen), valid_loss, std::exp(valid_loss));
+                  totals.mean(0), valid_loss, std::exp(valid_loss));
     }
 
     for (const std::string& file : train::write_training_curves(out_dir + "/char_rnn", log))

@@ -38,6 +38,7 @@
 #include "text_classification_model.h"
 #include "profile_option.h"
 #include "text_task.h"
+#include "training_loop.h"
 
 using namespace loom;
 
@@ -106,9 +107,6 @@ int main(int argc, char** argv) {
     model->to(device);
     // Wrapped after a resume would also do: the wrapper copies rank 0's weights to all.
     std::optional<nn::parallel::DistributedDataParallel<std::shared_ptr<examples::SentimentLSTM>>> ddp;
-    const auto forward = [&](const Tensor& tokens, const Tensor& lengths) {
-      return ddp ? (*ddp)(tokens, lengths) : model->forward(tokens, lengths);
-    };
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
@@ -137,74 +135,40 @@ int main(int argc, char** argv) {
     examples::Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     const int64_t end_epoch = stop_after > 0 ? std::min<int64_t>(epochs, start_epoch + stop_after) : epochs;
-    // --cuda-graph: one whole step, replayed as a CUDA graph. It returns (loss, correct) and
-    // reads nothing back; the loop reads each epoch's steps once, at its end.
-    train::GraphedStep graphed_step(
-        [&](const std::vector<Tensor>& in) {  // tokens, lengths, labels: all on the GPU
-          optimizer.zero_grad();
-          Tensor logits, loss;
-          {
-            auto autocast = amp_option.guard(device);
-            logits = model->forward(in[0], in[1]);
-            loss = nn::functional::cross_entropy(logits, in[2]);
-          }
-          scaler.scale(loss).backward();
-          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
-          return stack({loss.detach().to(kFloat32), logits.argmax(1).eq(in[2]).sum().to(kFloat32)});
-        },
-        cuda_graph.options());
-    examples::DeviceStepStats graphed_stats;  // (loss, correct) of each step, weighted by its texts
+    // One step: forward and loss (and the batch's correct predictions), eagerly or as one CUDA
+    // graph with --cuda-graph (examples/training_loop.h).
+    examples::TrainingLoop loop(
+        {.optimizer = optimizer, .scaler = scaler, .parameters = model->parameters(), .max_norm = 1.0,
+         .amp = amp_option, .device = device, .cuda_graph = cuda_graph, .accumulation = accumulation, .log = &log,
+         .stat_names = {"loss", "acc"}, .item_name = "tokens"},
+        [&](const std::vector<Tensor>& in, bool ends_step) -> std::vector<Tensor> {  // tokens, lengths, labels
+          // Only a step's last micro-batch all-reduces: the others accumulate locally.
+          std::optional<nn::parallel::DataParallelBase::NoSync> local;
+          if (ddp && !ends_step) local.emplace(ddp->no_sync());
+          const Tensor logits = ddp ? (*ddp)(in[0], in[1]) : model->forward(in[0], in[1]);
+          return {nn::functional::cross_entropy(logits, in[2]), logits.argmax(1).eq(in[2]).sum()};
+        });
+    loop.set_steps(step);
     std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int64_t epoch = start_epoch; epoch < end_epoch && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
-      train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
-                             train_loader.size(), {.item_name = "tokens"});
-      double loss_sum = 0, correct = 0, seen = 0;
-      train::AccumulatedLoss step_losses;
-      size_t tokens = 0, micro_batch = 0;
+      loop.start_epoch(epoch, epochs);
+      size_t tokens = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
         const size_t batch_tokens = static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // on the CPU
         tokens += batch_tokens;
-        if (cuda_graph.on) {
-          graphed_stats.add(graphed_step({batch.tokens, batch.lengths.to(device, /*non_blocking=*/true), batch.labels}),
-                            static_cast<double>(batch.labels.size(0)));
-          bar.update(1, {}, batch_tokens);
-          examples::profile_step(prof);
-          continue;
-        }
-        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
-        Tensor logits, loss;
-        {
-          // Only a step's last micro-batch all-reduces: the others accumulate locally.
-          std::optional<nn::parallel::DataParallelBase::NoSync> local;
-          if (ddp && !accumulation.ends_step(micro_batch)) local.emplace(ddp->no_sync());
-          auto autocast = amp_option.guard(device);
-          logits = forward(batch.tokens, batch.lengths);
-          loss = nn::functional::cross_entropy(logits, batch.labels);
-        }
-        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
-
-        const double n = static_cast<double>(batch.labels.size(0)), l = loss.item<double>();
-        loss_sum += l * n;
-        correct += logits.argmax(1).eq(batch.labels).sum().item<double>();
-        seen += n;
-        if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
-          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
-          log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
-        }
-        bar.update(1, {{"loss", loss_sum / seen}, {"acc", correct / seen}}, batch_tokens);
+        // A graph's inputs all live on the GPU; eagerly the LSTM takes the lengths on the CPU.
+        const Tensor lengths = cuda_graph.on ? batch.lengths.to(device, /*non_blocking=*/true) : batch.lengths;
+        loop.step({batch.tokens, lengths, batch.labels}, static_cast<double>(batch.labels.size(0)), batch_tokens);
         examples::profile_step(prof);
       }
-      bar.close();
-      for (const examples::DeviceStepStats::Step& s : graphed_stats.read()) {  // --cuda-graph: one wait per epoch
-        loss_sum += s.values[0] * s.weight, correct += s.values[1], seen += s.weight;
-        log.log_step(epoch + 1, ++step, {{"loss", s.values[0]}});
-      }
+      const examples::EpochTotals epoch_totals = loop.finish_epoch();
+      step = loop.steps();
       scheduler.step();
-      std::vector<double> totals = {loss_sum, correct, seen};  // over every rank's share
-      distributed.sum(totals);
-      loss_sum = totals[0], correct = totals[1], seen = totals[2];
+      std::vector<double> totals = {epoch_totals.sums[0], epoch_totals.sums[1], epoch_totals.seen};
+      distributed.sum(totals);  // over every rank's share
+      const double loss_sum = totals[0], correct = totals[1], seen = totals[2];
       summary.end_epoch(tokens);
 
       test = examples::evaluate(test_loader, *model, device);

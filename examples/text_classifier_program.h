@@ -19,6 +19,7 @@
 #include "loom.h"
 #include "profile_option.h"
 #include "text_task.h"
+#include "training_loop.h"
 
 namespace examples {
 
@@ -96,67 +97,27 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     train::EarlyStopping stopper = keep_best.stopper();
-    // --cuda-graph: one whole step replayed as a CUDA graph (inputs all on the GPU), its loss
-    // summed on the device as the eager loop's is.
-    train::GraphedStep graphed_step(
-        [&](const std::vector<Tensor>& in) {  // tokens, lengths, labels
-          optimizer.zero_grad();
-          Tensor loss;
-          {
-            auto autocast = amp_option.guard(device);
-            loss = nn::functional::cross_entropy(model->forward(in[0], in[1]), in[2]);
-          }
-          scaler.scale(loss).backward();
-          if (p.clip_norm > 0) {
-            scaler.unscale_(optimizer);
-            optim::clip_grad_norm_(model->parameters(), p.clip_norm);
-          }
-          scaler.step(optimizer);
-          scaler.update();
-          return loss.detach();
-        },
-        cuda_graph.options());
+    // Each step read once an epoch (read_each_step off): a GPU step never waits for the host.
+    TrainingLoop loop({.optimizer = optimizer, .scaler = scaler, .parameters = model->parameters(),
+                       .max_norm = p.clip_norm, .amp = amp_option, .device = device, .cuda_graph = cuda_graph,
+                       .accumulation = accumulation, .read_each_step = false},
+                      [&](const std::vector<Tensor>& in, bool) -> std::vector<Tensor> {  // tokens, lengths, labels
+                        return {nn::functional::cross_entropy(model->forward(in[0], in[1]), in[2])};
+                      });
     std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int epoch = 0; epoch < p.epochs && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
-      Tensor loss_sum = zeros({}, TensorOptions(kFloat64).device(device));  // read at the epoch's end
-      double seen = 0;
-      size_t tokens = 0, micro_batch = 0;
+      loop.start_epoch(epoch, p.epochs);
+      size_t tokens = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
-        if (cuda_graph.on) {
-          const double n = static_cast<double>(batch.labels.size(0));
-          loss_sum.add_(graphed_step({batch.tokens, batch.lengths.to(device, /*non_blocking=*/true), batch.labels})
-                            .to(kFloat64),
-                        n);
-          seen += n;
-          tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // lengths on the CPU
-          profile_step(prof);
-          continue;
-        }
-        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
-        Tensor loss;
-        {
-          auto autocast = amp_option.guard(device);
-          loss = nn::functional::cross_entropy(model->forward(batch.tokens, batch.lengths), batch.labels);
-        }
-        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
-        if (accumulation.ends_step(micro_batch)) {
-          if (p.clip_norm > 0) {
-            scaler.unscale_(optimizer);  // clip the true gradients
-            optim::clip_grad_norm_(model->parameters(), p.clip_norm);
-          }
-          scaler.step(optimizer);
-          scaler.update();
-        }
-        ++micro_batch;
-        const double n = static_cast<double>(batch.labels.size(0));
-        loss_sum.add_(loss.detach().to(kFloat64), n);  // on the device: the step never waits for it
-        seen += n;
+        // A graph's inputs all live on the GPU; eagerly the model takes the lengths on the CPU.
+        const Tensor lengths = cuda_graph.on ? batch.lengths.to(device, /*non_blocking=*/true) : batch.lengths;
+        loop.step({batch.tokens, lengths, batch.labels}, static_cast<double>(batch.labels.size(0)));
         tokens += static_cast<size_t>(batch.lengths.sum().item<int64_t>());  // lengths stay on the CPU
         profile_step(prof);
       }
-      const double train_loss = loss_sum.item<double>() / seen;  // waits for the epoch's last step
+      const double train_loss = loop.finish_epoch().mean(0);  // waits for the epoch's last step
       summary.end_epoch(tokens);
       test = evaluate(test_loader, *model, device);
       log.log_epoch(epoch + 1, {{"train_loss", train_loss}, {"test_loss", test.loss}, {"test_acc", test.accuracy}});

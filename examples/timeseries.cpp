@@ -21,6 +21,7 @@
 #include "profile_option.h"
 #include "loom.h"
 #include "smoke_test.h"
+#include "training_loop.h"
 #include "timeseries_model.h"
 
 using namespace loom;
@@ -134,73 +135,33 @@ int main(int argc, char** argv) {
     train::MetricsLog log(out_dir, "timeseries");
     if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
     train::RunSummary summary;
-    size_t step = 0;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
-    // --cuda-graph: one whole step replayed as a CUDA graph; its losses are read once an epoch.
-    train::GraphedStep graphed_step(
-        [&](const std::vector<Tensor>& in) {  // input (B, L, 1), target (B, H) on the GPU
-          optimizer.zero_grad();
-          Tensor loss;
-          {
-            auto autocast = amp_option.guard(device);
-            loss = nn::functional::mse_loss(model->forward(in[0]), in[1]);
-          }
-          scaler.scale(loss).backward();
-          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
-          return loss.detach().to(kFloat32).reshape({1});
-        },
-        cuda_graph.options());
-    examples::DeviceStepStats graphed_losses;  // weighted by each step's windows
+    examples::TrainingLoop loop({.optimizer = optimizer, .scaler = scaler, .parameters = model->parameters(),
+                                 .max_norm = 1.0, .amp = amp_option, .device = device, .cuda_graph = cuda_graph,
+                                 .accumulation = accumulation, .log = &log, .item_name = "windows"},
+                                [&](const std::vector<Tensor>& in, bool) -> std::vector<Tensor> {
+                                  return {nn::functional::mse_loss(model->forward(in[0]), in[1])};
+                                });
     std::unique_ptr<profiler::Profile> prof = profile.start();
     for (int epoch = 0; epoch < epochs; ++epoch) {
       summary.start_epoch();
-      train::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
-                             train_loader.size(), {.item_name = "windows"});
-      double loss_sum = 0;
-      train::AccumulatedLoss step_losses;
-      size_t seen = 0, micro_batch = 0;
+      loop.start_epoch(epoch, epochs);
       for (data::WindowBatch& batch : train_loader) {
         Tensor input = batch.input.to(device);                // (B, L, 1)
         Tensor target = batch.target.to(device).squeeze(-1);  // (B, H)
-        if (cuda_graph.on) {
-          const auto n = static_cast<size_t>(input.size(0));
-          graphed_losses.add(graphed_step({input, target}), double(n));
-          bar.update(1, {}, n);
-          examples::profile_step(prof);
-          continue;
-        }
-        if (accumulation.starts_step(micro_batch)) optimizer.zero_grad();
-        Tensor loss;
-        {
-          auto autocast = amp_option.guard(device);
-          loss = nn::functional::mse_loss(model->forward(input), target);
-        }
-        scaler.scale(loss * accumulation.loss_factor(micro_batch)).backward();
-        const auto n = static_cast<size_t>(input.size(0));
-        const double l = loss.item<double>();
-        loss_sum += l * double(n);
-        seen += n;
-        if (std::optional<double> step_loss = step_losses.add(accumulation, micro_batch++, l)) {
-          examples::scaled_step(scaler, optimizer, model->parameters(), /*max_norm=*/1.0);
-          log.log_step(epoch + 1, ++step, {{"loss", *step_loss}});
-        }
-        bar.update(1, {{"loss", loss_sum / double(seen)}}, n);
+        loop.step({input, target}, double(input.size(0)));
         examples::profile_step(prof);
       }
-      bar.close();
-      for (const examples::DeviceStepStats::Step& s : graphed_losses.read()) {  // --cuda-graph: one wait
-        loss_sum += s.values[0] * s.weight, seen += static_cast<size_t>(s.weight);
-        log.log_step(epoch + 1, ++step, {{"loss", s.values[0]}});
-      }
+      const examples::EpochTotals totals = loop.finish_epoch();
       scheduler.step();
-      summary.end_epoch(seen);
+      summary.end_epoch(static_cast<size_t>(totals.seen));
 
       const double valid_rmse = forecast(valid_loader, *model, split.normalizer, device).rmse();
       const double valid_loss = std::pow(valid_rmse / ppm_per_unit, 2);  // MSE in normalized units
-      log.log_epoch(epoch + 1, {{"train_loss", loss_sum / double(seen)}, {"valid_loss", valid_loss},
+      log.log_epoch(epoch + 1, {{"train_loss", totals.mean(0)}, {"valid_loss", valid_loss},
                                 {"valid_rmse_ppm", valid_rmse}});
       std::printf("epoch %d: train loss (MSE, normalized) %.5f | validation RMSE %.3f ppm\n", epoch + 1,
-                  loss_sum / double(seen), valid_rmse);
+                  totals.mean(0), valid_rmse);
     }
 
     // The test years, by the model and by the naive last-value forecast, both in ppm.
