@@ -4,10 +4,10 @@
 Reads the #include lines of every source file of the library and fails, naming each
 offending line, when
   - a file includes a header of a higher layer
-        core < kernels < autograd < nn < optim, distributed < data, train
+        core < kernels < autograd < nn < optim, distributed < data, train, onnx
     (optim may use nn: checkpoints and gradient clipping take Modules and parameters;
     distributed may use nn too, for data-parallel modules, and stands beside optim;
-    data and train are side by side and use neither each other);
+    data, train and onnx are side by side and use none of each other);
   - a file under kernels/cpu/ includes anything of CUDA (kernels/cuda/ or core/cuda*.h), or
     a file outside kernels/cuda/ includes kernels/cuda/ (the router reaches it through the
     backend table, Note [kernel routing] in kernels/backend.h);
@@ -23,8 +23,8 @@ import re
 import sys
 
 RANK = {"core": 0, "kernels": 1, "autograd": 2, "nn": 3, "optim": 4, "distributed": 4, "data": 5,
-        "train": 5}
-ABOVE_KERNELS = {"autograd", "nn", "optim", "distributed", "data", "train"}
+        "train": 5, "onnx": 5}
+ABOVE_KERNELS = {"autograd", "nn", "optim", "distributed", "data", "train", "onnx"}
 SOURCE = (".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 BUILD_TEST = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\bLOOM_WITH_CUD(A|NN)\b")
