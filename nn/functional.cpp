@@ -6,10 +6,12 @@
 #include "core/factories.h"
 #include "core/ops.h"
 #include "kernels/layer_norm.h"
+#include "core/trace.h"
 
 namespace loom::nn::functional {
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const trace::OpScope trace;  // recorded whole: Gemm, or MatMul + Add (Note [op tracing], core/trace.h)
   // Under autocast all three in the lower precision: the bias add too (Note [autocast]).
   const std::vector<Tensor> cast = autocast::cast_inputs("linear", {x_in, weight_in, bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
@@ -18,14 +20,21 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   LOOM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ",
              shape_str(x.sizes()), " does not end in in_features = ", weight.size(1), " (weight ",
              shape_str(weight.sizes()), ")");
-  if (!bias.defined()) return x.matmul(weight.t());  // (..., out)
+  Tensor out;
+  if (!bias.defined()) {
+    out = x.matmul(weight.t());  // (..., out)
+    if (trace) trace.record({"linear", {x_in, weight_in, bias_in}, {out}, {}, {}});
+    return out;
+  }
   LOOM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, "linear: bias of shape ",
              shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
   // One op, the bias added inside the GEMM (autograd/functions/linear.h), where the three
   // agree; otherwise the composition, whose ops name what disagrees.
   const bool fusable = x.is_floating_point() && weight.dtype() == x.dtype() && bias.dtype() == x.dtype() &&
                        weight.device() == x.device() && bias.device() == x.device();
-  return fusable ? fused_linear(x, weight, bias) : x.matmul(weight.t()) + bias;
+  out = fusable ? fused_linear(x, weight, bias) : x.matmul(weight.t()) + bias;
+  if (trace) trace.record({"linear", {x_in, weight_in, bias_in}, {out}, {}, {}});
+  return out;
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) { return ::loom::dropout(x, p, training); }
@@ -67,14 +76,18 @@ bool fused_layer_norm_applies(const Tensor& x, const Tensor& weight, const Tenso
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
                   const Tensor& bias_in, double eps) {
+  const trace::OpScope trace;
   const std::vector<Tensor> cast = autocast::cast_inputs("layer_norm", {x_in, weight_in, bias_in});  // Note [autocast]
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   layer_norm_dims(x, normalized_shape, weight, bias);
   int64_t n = 1;
   for (int64_t s : normalized_shape) n *= s;
   // Note [fused layer norm] (kernels/cpu/layer_norm.cpp)
-  if (fused_layer_norm_applies(x, weight, bias, n)) return fused_layer_norm(x, weight, bias, n, eps);
-  return detail::layer_norm_reference(x, normalized_shape, weight, bias, eps);
+  Tensor out = fused_layer_norm_applies(x, weight, bias, n) ? fused_layer_norm(x, weight, bias, n, eps)
+                                                            : detail::layer_norm_reference(x, normalized_shape, weight, bias, eps);
+  if (trace)  // ints: how many trailing dims are normalized
+    trace.record({"layer_norm", {x_in, weight_in, bias_in}, {out}, {int64_t(normalized_shape.size())}, {eps}});
+  return out;
 }
 
 namespace detail {

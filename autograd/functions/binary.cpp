@@ -8,6 +8,7 @@
 #include "core/factories.h"
 #include "core/ops.h"
 #include "kernels/kernels.h"
+#include "core/trace.h"
 
 namespace loom {
 
@@ -120,6 +121,7 @@ std::vector<Tensor> binary_backward(BinaryOp op, BackwardContext& ctx, double al
 }
 
 Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double alpha = 1) {
+  const trace::OpScope trace;  // Note [op tracing]
   const kernels::BinaryOpInfo& info = kernels::op_info(op);  // Note [op tables]
   const char* name = info.name;
   const Device device = meeting_device({&a_arg, &b_arg});
@@ -144,6 +146,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double a
              return binary_backward(op, ctx, alpha, a_shape, b_shape);
            });
   }
+  if (trace) trace.record({name, {a_arg, b_arg}, {out}, {int64_t(op), int64_t(ct)}, {alpha}});  // ints: BinaryOp, compute dtype
   return out;
 }
 
