@@ -1,0 +1,248 @@
+// The ops of Loom's tensor API and functional layers as ONNX nodes (opset 17 unless said).
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/factories.h"
+#include "kernels/elementwise_ops.h"
+#include "onnx/convert.h"
+
+namespace loom::onnx {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+struct Ctx {
+  GraphBuilder& g;
+  const TracedOp& op;
+  const trace::OpRecord& r;
+  std::string in(size_t i) const { return g.value(r.inputs[i], describe(op)); }
+  const Tensor& out(size_t i = 0) const { return r.outputs[i]; }
+  // Binds the op's output i to a new value made by `op_type`, and returns the node.
+  ::onnx::NodeProto& emit(const std::string& op_type, const std::vector<std::string>& inputs, size_t i = 0) {
+    const std::string name = g.fresh(op_type);
+    g.bind(r.outputs[i], name);
+    return g.node(op_type, inputs, {name});
+  }
+  // `v` (a value of input i's dtype) cast to `to`, where they differ.
+  std::string cast(const std::string& v, DType from, DType to) {
+    if (g.export_dtype(from) == g.export_dtype(to)) return v;
+    ::onnx::NodeProto& n = g.node("Cast", {v}, {g.fresh("cast")});
+    attr(n, "to", int64_t(g.elem_type(to)));
+    return n.output(0);
+  }
+};
+
+[[noreturn]] void unsupported(const TracedOp& op, const std::string& why) {
+  LOOM_CHECK(false, NotImplementedError, "onnx export: ", describe(op), " has no ONNX form", why.empty() ? "" : ": ",
+             why);
+  throw;  // unreachable
+}
+
+void binary(Ctx& c) {
+  const auto op = BinaryOp(c.r.ints[0]);
+  const DType ct = DType(c.r.ints[1]);
+  std::string a = c.cast(c.in(0), c.r.inputs[0].dtype(), ct), b = c.cast(c.in(1), c.r.inputs[1].dtype(), ct);
+  const double alpha = c.r.floats[0];
+  if ((op == BinaryOp::Add || op == BinaryOp::Sub) && alpha != 1) b = c.g.op("Mul", {b, c.g.scalar(alpha, ct)});
+  static const std::map<BinaryOp, const char*> kTypes{
+      {BinaryOp::Add, "Add"},         {BinaryOp::Sub, "Sub"},         {BinaryOp::Mul, "Mul"},
+      {BinaryOp::Div, "Div"},         {BinaryOp::Pow, "Pow"},         {BinaryOp::Maximum, "Max"},
+      {BinaryOp::Minimum, "Min"},     {BinaryOp::Eq, "Equal"},        {BinaryOp::Lt, "Less"},
+      {BinaryOp::Le, "LessOrEqual"},  {BinaryOp::Gt, "Greater"},      {BinaryOp::Ge, "GreaterOrEqual"}};
+  if (op == BinaryOp::Ne) {
+    c.emit("Not", {c.g.op("Equal", {a, b})});
+    return;
+  }
+  auto it = kTypes.find(op);
+  if (it == kTypes.end()) unsupported(c.op, "");
+  if (op == BinaryOp::Div && !is_floating_point(ct)) unsupported(c.op, "integer division");
+  c.emit(it->second, {a, b});
+}
+
+void unary(Ctx& c) {
+  const auto op = UnaryOp(c.r.ints[0]);
+  const DType dt = c.out().dtype();
+  const bool to_bool = dt == kBool && op != UnaryOp::LogicalNot;
+  const std::string x = to_bool ? c.in(0) : c.cast(c.in(0), c.r.inputs[0].dtype(), dt);
+  const double a0 = c.r.floats[0], a1 = c.r.floats[1];
+  auto k = [&](double v) { return c.g.scalar(v, dt); };
+  static const std::map<UnaryOp, const char*> kSame{
+      {UnaryOp::Neg, "Neg"},   {UnaryOp::Abs, "Abs"},   {UnaryOp::Exp, "Exp"},         {UnaryOp::Log, "Log"},
+      {UnaryOp::Sqrt, "Sqrt"}, {UnaryOp::Sin, "Sin"},   {UnaryOp::Cos, "Cos"},         {UnaryOp::Tanh, "Tanh"},
+      {UnaryOp::Relu, "Relu"}, {UnaryOp::Sign, "Sign"}, {UnaryOp::Sigmoid, "Sigmoid"}, {UnaryOp::LogicalNot, "Not"},
+      {UnaryOp::IsNan, "IsNaN"}, {UnaryOp::IsInf, "IsInf"}};
+  if (auto it = kSame.find(op); it != kSame.end()) {
+    c.emit(it->second, {x});
+    return;
+  }
+  switch (op) {
+    case UnaryOp::Log1p: c.emit("Log", {c.g.op("Add", {x, k(1)})}); return;
+    case UnaryOp::Rsqrt: c.emit("Reciprocal", {c.g.op("Sqrt", {x})}); return;
+    case UnaryOp::Silu: c.emit("Mul", {x, c.g.op("Sigmoid", {x})}); return;
+    case UnaryOp::Gelu:  // 0.5 x (1 + erf(x / sqrt 2)); opset 20's Gelu is the same
+      c.emit("Mul", {c.g.op("Mul", {x, k(0.5)}),
+                     c.g.op("Add", {k(1), c.g.op("Erf", {c.g.op("Mul", {x, k(M_SQRT1_2)})})})});
+      return;
+    case UnaryOp::GeluTanh: {  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+      const std::string cube = c.g.op("Mul", {c.g.op("Mul", {x, x}), x});
+      const std::string inner = c.g.op("Mul", {k(std::sqrt(2 / M_PI)), c.g.op("Add", {x, c.g.op("Mul", {cube, k(0.044715)})})});
+      c.emit("Mul", {c.g.op("Mul", {x, k(0.5)}), c.g.op("Add", {k(1), c.g.op("Tanh", {inner})})});
+      return;
+    }
+    case UnaryOp::Clamp: c.emit("Min", {c.g.op("Max", {x, k(a0)}), k(a1)}); return;
+    case UnaryOp::PowScalar: c.emit("Pow", {x, k(a0)}); return;
+    case UnaryOp::AddScalar: c.emit("Add", {x, k(a0)}); return;
+    case UnaryOp::MulScalar: c.emit("Mul", {x, k(a0)}); return;
+    default: unsupported(c.op, "");
+  }
+}
+
+// sum / mean: ints = keepdim, then the dims (none: all).
+void reduce(Ctx& c, bool mean) {
+  const bool keepdim = c.r.ints[0] != 0;
+  const std::vector<int64_t> dims(c.r.ints.begin() + 1, c.r.ints.end());
+  std::string x = c.cast(c.in(0), c.r.inputs[0].dtype(), c.out().dtype());  // ints sum in int64
+  if (dims.empty() && c.r.inputs[0].dim() > 0) {  // sum() of everything: a 0-D result
+    ::onnx::NodeProto& n = c.emit(mean ? "ReduceMean" : "ReduceSum", {x});
+    attr(n, "keepdims", int64_t(0));
+    return;
+  }
+  if (dims.empty()) {
+    c.emit("Identity", {x});
+    return;
+  }
+  if (mean && c.g.opset() < 18) {  // ReduceMean takes its axes as an attribute before opset 18
+    ::onnx::NodeProto& n = c.emit("ReduceMean", {x});
+    attr(n, "axes", dims), attr(n, "keepdims", int64_t(keepdim));
+    return;
+  }
+  ::onnx::NodeProto& n = c.emit(mean ? "ReduceMean" : "ReduceSum", {x, c.g.ints(dims)});
+  attr(n, "keepdims", int64_t(keepdim));
+}
+
+void linear(Ctx& c) {
+  const Tensor& x = c.r.inputs[0];
+  const Tensor &w = c.r.inputs[1], &b = c.r.inputs[2];
+  if (x.dim() == 2) {  // Gemm: x (B, K) · W (N, K)^T + b (N)
+    std::vector<std::string> ins{c.in(0), c.in(1)};
+    if (b.defined()) ins.push_back(c.in(2));
+    ::onnx::NodeProto& n = c.emit("Gemm", ins);
+    attr(n, "transB", int64_t(1));
+    return;
+  }
+  // MatMul with W^T (K, N) folded into a constant, then Add.
+  const std::string wt = c.g.initializer(w.t(), c.g.constant_name(w) + "_t");
+  if (!b.defined()) {
+    c.emit("MatMul", {c.in(0), wt});
+    return;
+  }
+  c.emit("Add", {c.g.op("MatMul", {c.in(0), wt}), c.in(2)});
+}
+
+void layer_norm(Ctx& c) {
+  const int64_t k = c.r.ints[0];
+  const Tensor& x = c.r.inputs[0];
+  Shape normalized(x.sizes().end() - k, x.sizes().end());
+  const std::string scale = c.r.inputs[1].defined() ? c.in(1) : c.g.initializer(ones(normalized, x.options()), "ones");
+  std::vector<std::string> ins{c.in(0), scale};
+  if (c.r.inputs[2].defined()) ins.push_back(c.in(2));
+  ::onnx::NodeProto& n = c.emit("LayerNormalization", ins);
+  attr(n, "axis", -k), attr(n, "epsilon", float(c.r.floats[0]));
+}
+
+// Reshape/expand sizes: a size of a dynamic axis comes from the input's shape.
+void reshape(Ctx& c) {
+  std::vector<int64_t> sizes = c.r.ints;
+  c.emit("Reshape", {c.in(0), c.g.shape(sizes)});
+}
+
+void select(Ctx& c) {
+  const int64_t d = c.r.ints[0], index = c.r.ints[1], n = c.r.ints[2];
+  // The last of a dynamic axis (x[:, T - 1]) stays the last at any T.
+  const int64_t i = c.g.is_dynamic(n) && index == n - 1 ? -1 : index;
+  if (c.g.is_dynamic(n) && index != n - 1 && index != 0)
+    unsupported(c.op, "index " + std::to_string(index) + " of a dynamic axis of size " + std::to_string(n));
+  ::onnx::NodeProto& node = c.emit("Gather", {c.in(0), c.g.initializer(scalar_tensor(i, kInt64), "index")});
+  attr(node, "axis", d);
+}
+
+void slice(Ctx& c) {
+  const int64_t d = c.r.ints[0], start = c.r.ints[1], end = c.r.ints[2], step = c.r.ints[3], n = c.r.ints[4];
+  const bool dyn = c.g.is_dynamic(n);
+  const int64_t e = dyn && end == n ? std::numeric_limits<int64_t>::max() : end;
+  if (dyn && end != n) unsupported(c.op, "a slice ending inside a dynamic axis");
+  c.emit("Slice", {c.in(0), c.g.ints({start}), c.g.ints({e}), c.g.ints({d}), c.g.ints({step})});
+}
+
+void flatten(Ctx& c) {  // (d0.. ds-1, prod, de+1..) from the input's own shape
+  const int64_t s = c.r.ints[0], e = c.r.ints[1], rank = c.r.inputs[0].dim();
+  const std::string sh = c.g.op("Shape", {c.in(0)});
+  std::vector<std::string> parts;
+  auto part = [&](int64_t from, int64_t to) {
+    ::onnx::NodeProto& n = c.g.node("Shape", {c.in(0)}, {c.g.fresh("dims")});
+    attr(n, "start", from), attr(n, "end", to);
+    parts.push_back(n.output(0));
+  };
+  if (s > 0) part(0, s);
+  parts.push_back(c.g.ints({-1}));
+  if (e + 1 < rank) part(e + 1, rank);
+  ::onnx::NodeProto& cat = c.g.node("Concat", parts, {c.g.fresh("shape")});
+  attr(cat, "axis", int64_t(0));
+  c.emit("Reshape", {c.in(0), cat.output(0)});
+}
+
+}  // namespace
+
+void convert_op(GraphBuilder& g, const TracedOp& op) {
+  const trace::OpRecord& r = op.record;
+  Ctx c{g, op, r};
+  const std::string name = r.op;
+  auto with_axis = [&](const char* type, int64_t axis) { attr(c.emit(type, {c.in(0)}), "axis", axis); };
+  if (name == "rnn") return convert_rnn(g, op);
+  if (name == "linear") return linear(c);
+  if (name == "layer_norm") return layer_norm(c);
+  if (name == "sum" || name == "mean") return reduce(c, name == "mean");
+  if (name == "softmax") return with_axis("Softmax", r.ints[0]);
+  if (name == "log_softmax") return with_axis("LogSoftmax", r.ints[0]);
+  if (name == "matmul") return void(c.emit("MatMul", {c.in(0), c.in(1)}));
+  if (name == "embedding") return void(attr(c.emit("Gather", {c.in(0), c.in(1)}), "axis", int64_t(0)));
+  if (name == "gather") return void(attr(c.emit("GatherElements", {c.in(0), c.in(1)}), "axis", r.ints[0]));
+  if (name == "index_select") {
+    const std::string index = c.g.op("Reshape", {c.in(1), c.g.ints({-1})});
+    return void(attr(c.emit("Gather", {c.in(0), index}), "axis", r.ints[0]));
+  }
+  if (name == "cat") {
+    std::vector<std::string> ins;
+    for (size_t i = 0; i < r.inputs.size(); ++i)
+      if (r.inputs[i].numel() > 0 || r.inputs[i].dim() > 1) ins.push_back(c.in(i));
+    return void(attr(c.emit("Concat", ins), "axis", r.ints[0]));
+  }
+  if (name == "reshape") return reshape(c);
+  if (name == "expand") return void(c.emit("Expand", {c.in(0), g.shape(r.ints)}));
+  if (name == "transpose") {
+    std::vector<int64_t> perm(size_t(r.inputs[0].dim()));
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
+    std::swap(perm[size_t(r.ints[0])], perm[size_t(r.ints[1])]);
+    return void(attr(c.emit("Transpose", {c.in(0)}), "perm", perm));
+  }
+  if (name == "permute") return void(attr(c.emit("Transpose", {c.in(0)}), "perm", r.ints));
+  if (name == "select") return select(c);
+  if (name == "slice") return slice(c);
+  if (name == "squeeze") return void(c.emit("Squeeze", {c.in(0), g.ints(r.ints)}));
+  if (name == "unsqueeze") return void(c.emit("Unsqueeze", {c.in(0), g.ints(r.ints)}));
+  if (name == "flatten") return flatten(c);
+  if (name == "identity") return void(c.emit("Identity", {c.in(0)}));
+  if (name == "cast") return void(attr(c.emit("Cast", {c.in(0)}), "to", int64_t(g.elem_type(DType(r.ints[0])))));
+  // Elementwise ops record their op table's name and enum (autograd/functions/binary.cpp, unary.cpp).
+  const auto is = [&](auto op, size_t count) {
+    return r.ints.size() >= 1 && r.ints[0] >= 0 && r.ints[0] < int64_t(count) &&
+           kernels::op_info(decltype(op)(r.ints[0])).name == r.op;
+  };
+  if (r.inputs.size() == 2 && r.floats.size() == 1 && is(BinaryOp{}, size_t(BinaryOp::kCount))) return binary(c);
+  if (r.inputs.size() == 1 && r.floats.size() == 3 && is(UnaryOp{}, size_t(UnaryOp::kCount))) return unary(c);
+  unsupported(op, "");
+}
+
+}  // namespace loom::onnx
