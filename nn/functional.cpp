@@ -5,8 +5,8 @@
 #include "autograd/functions/linear.h"
 #include "core/factories.h"
 #include "core/ops.h"
-#include "kernels/layer_norm.h"
 #include "core/trace.h"
+#include "kernels/layer_norm.h"
 
 namespace loom::nn::functional {
 

@@ -8,9 +8,9 @@
 #include "autograd/functions/rnn_stack.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "nn/functional.h"
 #include "nn/init.h"
-#include "core/trace.h"
 
 namespace loom::nn {
 

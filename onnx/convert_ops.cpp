@@ -168,12 +168,9 @@ void select(Ctx& c) {
   attr(node, "axis", d);
 }
 
-void slice(Ctx& c) {
-  const int64_t d = c.r.ints[0], start = c.r.ints[1], end = c.r.ints[2], step = c.r.ints[3], n = c.r.ints[4];
-  const bool dyn = c.g.is_dynamic(n);
-  const int64_t e = dyn && end == n ? std::numeric_limits<int64_t>::max() : end;
-  if (dyn && end != n) unsupported(c.op, "a slice ending inside a dynamic axis");
-  c.emit("Slice", {c.in(0), c.g.ints({start}), c.g.ints({e}), c.g.ints({d}), c.g.ints({step})});
+void slice(Ctx& c) {  // ints: dim, start, end, step, the dim's size; a bound of a dynamic size stays dynamic
+  const int64_t d = c.r.ints[0], start = c.r.ints[1], end = c.r.ints[2], step = c.r.ints[3];
+  c.emit("Slice", {c.in(0), c.g.shape({start}), c.g.shape({end}), c.g.ints({d}), c.g.ints({step})});
 }
 
 void flatten(Ctx& c) {  // (d0.. ds-1, prod, de+1..) from the input's own shape
@@ -193,6 +190,76 @@ void flatten(Ctx& c) {  // (d0.. ds-1, prod, de+1..) from the input's own shape
   c.emit("Reshape", {c.in(0), cat.output(0)});
 }
 
+// full/zeros/ones: ConstantOfShape where a size is a dynamic axis, else a constant (left to
+// GraphBuilder::value, which folds it).
+void full(Ctx& c) {
+  bool dynamic = false;
+  for (int64_t s : c.r.ints) dynamic = dynamic || c.g.is_dynamic(s);
+  if (!dynamic) return;
+  ::onnx::NodeProto& n = c.emit("ConstantOfShape", {c.g.shape(c.r.ints)});
+  ::onnx::AttributeProto* a = n.add_attribute();
+  a->set_name("value"), a->set_type(::onnx::AttributeProto::TENSOR);
+  const Tensor one = full({1}, c.r.floats[0], TensorOptions(c.g.export_dtype(c.out().dtype())));
+  a->mutable_t()->set_data_type(c.g.elem_type(one.dtype()));
+  a->mutable_t()->add_dims(1);
+  a->mutable_t()->set_raw_data(one.data(), size_t(element_size(one.dtype())));
+}
+
+// arange(start, end, step): Range where the end is a dynamic axis, else a constant.
+void arange(Ctx& c) {
+  const double start = c.r.floats[0], end = c.r.floats[1], step = c.r.floats[2];
+  if (!c.g.is_dynamic(int64_t(end)) || double(int64_t(end)) != end) return;
+  const DType dt = c.out().dtype();
+  const std::string limit = c.cast(c.g.op("Squeeze", {c.g.shape({int64_t(end)}), c.g.ints({0})}), kInt64, dt);
+  c.emit("Range", {c.g.scalar(start, dt), limit, c.g.scalar(step, dt)});
+}
+
+void where(Ctx& c) {
+  const DType ct = DType(c.r.ints[0]);
+  c.emit("Where", {c.in(0), c.cast(c.in(1), c.r.inputs[1].dtype(), ct), c.cast(c.in(2), c.r.inputs[2].dtype(), ct)});
+}
+
+// scaled_dot_product_attention decomposed: softmax(scale q k^T + mask) v, the mask additive
+// (a bool one: true takes part), causal keeping keys j <= i.
+void sdpa(Ctx& c) {
+  const Tensor &q = c.r.inputs[0], &mask = c.r.inputs[3];
+  const bool causal = c.r.ints[0] != 0;
+  const double scale = std::isnan(c.r.floats[0]) ? 1.0 / std::sqrt(double(q.size(-1))) : c.r.floats[0];
+  const DType dt = q.dtype();
+  const int64_t rank = q.dim();
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[size_t(i)] = i;
+  std::swap(perm[size_t(rank - 1)], perm[size_t(rank - 2)]);
+  ::onnx::NodeProto& kt = c.g.node("Transpose", {c.in(1)}, {c.g.fresh("keys_t")});
+  attr(kt, "perm", perm);
+  std::string scores = c.g.op("MatMul", {c.g.op("Mul", {c.in(0), c.g.scalar(scale, dt)}), kt.output(0)});  // (..., L, S)
+  std::string neg_inf, zero;  // made once, where a mask needs them
+  auto additive = [&](const std::string& keep) {  // bool -> 0 where kept, -inf elsewhere
+    if (zero.empty()) zero = c.g.scalar(0, dt), neg_inf = c.g.scalar(-std::numeric_limits<double>::infinity(), dt);
+    return c.g.op("Where", {keep, zero, neg_inf});
+  };
+  if (mask.defined()) {
+    const std::string m = mask.dtype() == kBool ? additive(c.in(3)) : c.in(3);
+    scores = c.g.op("Add", {scores, m});
+  }
+  if (causal) {  // ones (L, S) kept on and below the diagonal
+    const std::string ls = c.g.op("Shape", {scores});
+    ::onnx::NodeProto& last2 = c.g.node("Slice", {ls, c.g.ints({-2}), c.g.ints({std::numeric_limits<int64_t>::max()})},
+                                        {c.g.fresh("ls")});
+    ::onnx::NodeProto& ones = c.g.node("ConstantOfShape", {last2.output(0)}, {c.g.fresh("ones")});
+    ::onnx::AttributeProto* a = ones.add_attribute();
+    a->set_name("value"), a->set_type(::onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(::onnx::TensorProto::BOOL), a->mutable_t()->add_dims(1);
+    a->mutable_t()->set_raw_data(std::string(1, '\1'));
+    ::onnx::NodeProto& keep = c.g.node("Trilu", {ones.output(0)}, {c.g.fresh("keep")});
+    attr(keep, "upper", int64_t(0));
+    scores = c.g.op("Add", {scores, additive(keep.output(0))});
+  }
+  ::onnx::NodeProto& softmax = c.g.node("Softmax", {scores}, {c.g.fresh("weights")});
+  attr(softmax, "axis", int64_t(-1));
+  c.emit("MatMul", {softmax.output(0), c.in(2)});
+}
+
 }  // namespace
 
 void convert_op(GraphBuilder& g, const TracedOp& op) {
@@ -201,6 +268,10 @@ void convert_op(GraphBuilder& g, const TracedOp& op) {
   const std::string name = r.op;
   auto with_axis = [&](const char* type, int64_t axis) { attr(c.emit(type, {c.in(0)}), "axis", axis); };
   if (name == "rnn") return convert_rnn(g, op);
+  if (name == "full") return full(c);
+  if (name == "arange") return arange(c);
+  if (name == "where") return where(c);
+  if (name == "sdpa") return sdpa(c);
   if (name == "linear") return linear(c);
   if (name == "layer_norm") return layer_norm(c);
   if (name == "sum" || name == "mean") return reduce(c, name == "mean");

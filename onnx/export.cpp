@@ -85,6 +85,7 @@ void export_model(nn::Module& module, const FlatForward& forward, const std::vec
     g.node("Identity", {v}, {name});
     g.add_output(outputs[i], name);
   }
+  g.prune();
   LOOM_CHECK(model.SerializeToOstream(&file) && file.flush().good(), SerializationError, "onnx export: writing ",
              path, " failed");
 }

@@ -1,6 +1,7 @@
 #include "onnx/graph.h"
 
 #include <cstring>
+#include <unordered_set>
 
 #include "core/factories.h"
 
@@ -158,6 +159,25 @@ std::string GraphBuilder::shape(const std::vector<int64_t>& sizes) {
   ::onnx::NodeProto& n = node("Concat", parts, {fresh("shape")});
   attr(n, "axis", int64_t(0));
   return n.output(0);
+}
+
+void GraphBuilder::prune() {
+  std::unordered_set<std::string> used;
+  for (const auto& o : graph_.output()) used.insert(o.name());
+  std::vector<bool> keep(size_t(graph_.node_size()), false);
+  for (int i = graph_.node_size() - 1; i >= 0; --i) {  // nodes are in topological order
+    const ::onnx::NodeProto& n = graph_.node(i);
+    for (const std::string& o : n.output()) keep[size_t(i)] = keep[size_t(i)] || used.count(o) > 0;
+    if (keep[size_t(i)]) used.insert(n.input().begin(), n.input().end());
+  }
+  ::google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+  for (int i = 0; i < graph_.node_size(); ++i)
+    if (keep[size_t(i)]) nodes.Add()->Swap(graph_.mutable_node(i));
+  graph_.mutable_node()->Swap(&nodes);
+  ::google::protobuf::RepeatedPtrField<::onnx::TensorProto> inits;
+  for (auto& t : *graph_.mutable_initializer())
+    if (used.count(t.name())) inits.Add()->Swap(&t);
+  graph_.mutable_initializer()->Swap(&inits);
 }
 
 void attr(::onnx::NodeProto& n, const std::string& name, int64_t v) {

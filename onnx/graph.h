@@ -50,6 +50,10 @@ class GraphBuilder {
   // input's shape; -1 and 0 stay as they are (Reshape's "infer" and "copy").
   std::string shape(const std::vector<int64_t>& sizes);
 
+  // Drops the nodes no graph output reaches (ops whose results the forward discarded) and
+  // the initializers no node reads.
+  void prune();
+
   int elem_type(DType dtype) const;  // ONNX's TensorProto.DataType (16-bit -> FLOAT unless kept)
   DType export_dtype(DType dtype) const;
   int64_t opset() const { return options_.opset_; }

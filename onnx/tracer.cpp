@@ -13,8 +13,13 @@ GraphTracer::GraphTracer(nn::Module& root, const std::vector<Tensor>& inputs) : 
 }
 
 void GraphTracer::record(trace::OpRecord op) {
-  for (const Tensor& t : op.outputs)
-    if (t.defined()) traced_storage_.insert(storage_of(t));
+  // An op's outputs depend on the inputs where one of its own inputs does: a view of a
+  // parameter (MultiheadAttention's narrow of in_proj_weight) stays a constant.
+  bool reads_inputs = false;
+  for (const Tensor& t : op.inputs) reads_inputs = reads_inputs || is_traced(t);
+  if (reads_inputs)
+    for (const Tensor& t : op.outputs)
+      if (t.defined()) traced_storage_.insert(storage_of(t));
   ops_.push_back({std::move(op), where()});
 }
 

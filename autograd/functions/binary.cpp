@@ -7,8 +7,8 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
-#include "kernels/kernels.h"
 #include "core/trace.h"
+#include "kernels/kernels.h"
 
 namespace loom {
 
@@ -241,6 +241,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
 
 Tensor where(const Tensor& cond_arg, const Tensor& a_arg, const Tensor& b_arg) {
+  const trace::OpScope trace;  // Note [op tracing]
   const Device device = meeting_device({&cond_arg, &a_arg, &b_arg});
   const Tensor cond = scalar_to(cond_arg, device), a_in = scalar_to(a_arg, device), b_in = scalar_to(b_arg, device);
   check_same_device("where", {&cond, &a_in, &b_in});
@@ -263,6 +264,7 @@ Tensor where(const Tensor& cond_arg, const Tensor& a_arg, const Tensor& b_arg) {
       return std::vector<Tensor>{ga, gb};
     });
   }
+  if (trace) trace.record({"where", {cond_arg, a_arg, b_arg}, {out}, {int64_t(ct)}, {}});  // ints: compute dtype
   return out;
 }
 

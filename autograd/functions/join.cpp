@@ -4,8 +4,8 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
-#include "kernels/kernels.h"
 #include "core/trace.h"
+#include "kernels/kernels.h"
 
 namespace loom {
 

@@ -15,8 +15,8 @@
 #include "core/checked_shape.h"
 #include "core/factories.h"
 #include "core/ops.h"
-#include "kernels/kernels.h"
 #include "core/trace.h"
+#include "kernels/kernels.h"
 
 namespace loom {
 namespace {

@@ -5,8 +5,8 @@
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
-#include "kernels/kernels.h"
 #include "core/trace.h"
+#include "kernels/kernels.h"
 
 namespace loom {
 

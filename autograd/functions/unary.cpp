@@ -6,9 +6,9 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/functors.h"
 #include "kernels/kernels.h"
-#include "core/trace.h"
 
 namespace loom {
 

@@ -7,8 +7,8 @@
 #include "autograd/functions/internal.h"
 #include "core/checked_shape.h"
 #include "core/factories.h"
-#include "kernels/kernels.h"
 #include "core/trace.h"
+#include "kernels/kernels.h"
 
 namespace loom {
 
@@ -140,6 +140,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::permute(const Dims& dims) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   LOOM_CHECK(int64_t(dims.size()) == dim(), ShapeError, "permute: got ", dims.size(),
              " dims for a tensor of shape ", shape_str(sizes()));
   Shape sz(dims.size()), st(dims.size());
@@ -155,6 +156,11 @@ Tensor Tensor::permute(const Dims& dims) const {
   }
   Tensor out = alias_with(*this, sz, st, storage_offset());
   record_view("PermuteBackward", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
+  if (trace) {  // ints: the dims wrapped
+    Dims perm(dims.size());
+    for (size_t d = 0; d < perm.size(); ++d) perm[size_t(inverse[d])] = int64_t(d);
+    trace.record({"permute", {*this}, {out}, perm, {}});
+  }
   return out;
 }
 

@@ -17,11 +17,30 @@
 #include "onnx/export.h"
 #include "text_classification_model.h"
 #include "timeseries_model.h"
+#include "transformer_classification_model.h"
 
 using namespace loom;
 using Inputs = std::vector<Tensor>;
 
 namespace {
+
+// Elementwise ops, activations, LayerNorm, softmax, reductions and casts between two Linears.
+struct MixedImpl : nn::Module {
+  MixedImpl()
+      : fc1(register_module("fc1", nn::Linear(5, 8))), norm(register_module("norm", nn::LayerNorm(8))),
+        fc2(register_module("fc2", nn::Linear(8, 4))) {}
+  Tensor forward(const Tensor& x) {                           // (B, T, 5)
+    const Tensor y = fc1(x).relu() + fc1(x).gelu();           // (B, T, 8)
+    const Tensor z = y.gelu(true) * y.sigmoid() + y.silu() - y.tanh().abs() / 2.0 + (y * 3.0).clamp(-1.0, 1.0);
+    const Tensor w = norm(z).exp().log1p().sqrt().rsqrt().pow(2.0).neg() + z.softmax(-1) - z.log_softmax(1);
+    const Tensor v = fc2(w.permute({1, 0, 2}).transpose(0, 1));          // (B, T, 4)
+    const Tensor mask = v.gt(0.0).logical_not();
+    return where(mask, v.sin(), v.cos()).sum(1) + v.mean(1) * v.to(kFloat64).sum({1, 2}, true).to(kFloat32).squeeze(2);
+  }
+  nn::Linear fc1;
+  nn::LayerNorm norm;
+  nn::Linear fc2;
+};
 
 nlohmann::json to_json(const Tensor& t_in, const std::string& name) {
   const Tensor t = t_in.contiguous();
@@ -109,6 +128,26 @@ int main(int argc, char** argv) {
                      },
                      onnx::ExportOptions().input_names({"ids", "h0", "c0"}).dynamic_axes(
                          {{0, {{0, "batch"}, {1, "sequence"}}}, {1, {{1, "batch"}}}, {2, {{1, "batch"}}}})});
+  }
+  {
+    auto m = std::make_shared<examples::TransformerClassifier>(40, 8, 2, 2, 16, 4, 0.1);
+    cases.push_back({"transformer", m, two_inputs(m), [&rng](int64_t B, int64_t T) { return texts(B, T, 40, rng); },
+                     onnx::ExportOptions().input_names({"tokens", "lengths"})});
+  }
+  {  // the flagship's GPU path: the output at each text's last token, by gather
+    auto m = std::make_shared<examples::SentimentLSTM>(50, 8, 12, 4, 0.3);
+    cases.push_back({"flagship_gather", m,
+                     [m](const Inputs& in) {
+                       const Tensor out = m->lstm(m->embedding(in[0])).output;
+                       return Inputs{m->fc(m->dropout(examples::SentimentLSTM::last_outputs(out, in[1])))};
+                     },
+                     [&rng](int64_t B, int64_t T) { return texts(B, T, 50, rng); },
+                     onnx::ExportOptions().input_names({"tokens", "lengths"})});
+  }
+  {
+    auto m = std::make_shared<MixedImpl>();
+    cases.push_back({"mixed_ops", m, [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
+                     [](int64_t B, int64_t T) { return Inputs{randn({B, T, 5})}; }, onnx::ExportOptions()});
   }
   for (const char* cell : {"lstm", "rnn"}) {
     auto m = std::make_shared<examples::Forecaster>(cell, 10, 2, 3);
