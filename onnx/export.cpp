@@ -50,6 +50,7 @@ void export_model(nn::Module& module, const FlatForward& forward, const std::vec
   model.set_ir_version(8);  // ONNX 1.10+, which reads opsets up to 17; raised below for newer opsets
   if (options.opset_ >= 19) model.set_ir_version(9);
   if (options.opset_ >= 21) model.set_ir_version(10);
+  if (options.opset_ >= 23) model.set_ir_version(11);
   model.set_producer_name("loom");
   model.set_producer_version("0.1.0");
   ::onnx::OperatorSetIdProto* opset = model.add_opset_import();

@@ -1,6 +1,7 @@
 // ONNX export (onnx/export.h): each converted layer's node and its weights' layout against a
 // hand-computed case, read back with ONNX's own ModelProto; and the error paths. The
 // comparison with ONNX Runtime is the CTest onnx_runtime_check (tests/onnx/).
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -14,6 +15,7 @@
 #include "nn/sequential.h"
 #include "onnx/export.h"
 #include "test_util.h"
+#include "text_classification_model.h"
 
 using namespace loom;
 
@@ -210,4 +212,27 @@ TEST_CASE("onnx: a path that cannot be written, bad options", "[onnx]") {
   REQUIRE_THROWS_AS(loom::onnx::export_model<1>(lstm, {randn({4, 4, 3})}, scratch("o.onnx"),
                                           loom::onnx::ExportOptions().dynamic_axes(kSeqMajor)),
                     ValueError);
+}
+
+TEST_CASE("onnx: the flagship's file holds its parameters and little else", "[onnx]") {
+  // text_classification's defaults: embed-dim 100, hidden 128; a vocabulary of 20000 words, 2 classes.
+  manual_seed(4);
+  auto model = std::make_shared<examples::SentimentLSTM>(20000, 100, 128, 2, 0.3);
+  const Tensor tokens = randint(1, 20000, {8, 40}), lengths = randint(1, 41, {8});
+  const std::string path = scratch("flagship.onnx");
+  const auto start = std::chrono::steady_clock::now();
+  loom::onnx::export_model<2>(model, {tokens, lengths}, path);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double params = double(model->parameter_count()) * 4, bytes = double(std::filesystem::file_size(path));
+  INFO("export " << seconds << " s, " << bytes << " bytes for " << params << " bytes of parameters");
+  CHECK(bytes >= params);
+  CHECK(bytes <= 1.05 * params);
+  // The goal is under 1 s; the bound here leaves room for a loaded or sanitized build.
+  CHECK(seconds < 5);
+  const auto m = read(path);
+  REQUIRE(m.graph().input(0).name() == "input_0");
+  REQUIRE(m.graph().input(0).type().tensor_type().shape().dim(0).dim_param() == "batch");
+  REQUIRE(m.graph().input(0).type().tensor_type().shape().dim(1).dim_param() == "sequence");
+  REQUIRE(m.graph().input(1).type().tensor_type().shape().dim(0).dim_param() == "batch");
+  REQUIRE(only_node(m, "LSTM").input(4) != "");  // the lengths as sequence_lens
 }

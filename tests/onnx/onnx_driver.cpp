@@ -134,6 +134,12 @@ int main(int argc, char** argv) {
     cases.push_back({"transformer", m, two_inputs(m), [&rng](int64_t B, int64_t T) { return texts(B, T, 40, rng); },
                      onnx::ExportOptions().input_names({"tokens", "lengths"})});
   }
+  {  // opset 23 (ReduceMean's axes as an input from opset 18)
+    auto m = std::make_shared<examples::TransformerClassifier>(40, 8, 2, 1, 16, 4, 0.1);
+    cases.push_back({"transformer_opset23", m, two_inputs(m),
+                     [&rng](int64_t B, int64_t T) { return texts(B, T, 40, rng); },
+                     onnx::ExportOptions().input_names({"tokens", "lengths"}).opset(23)});
+  }
   {  // the flagship's GPU path: the output at each text's last token, by gather
     auto m = std::make_shared<examples::SentimentLSTM>(50, 8, 12, 4, 0.3);
     cases.push_back({"flagship_gather", m,
