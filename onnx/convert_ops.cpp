@@ -35,9 +35,8 @@ struct Ctx {
 };
 
 [[noreturn]] void unsupported(const TracedOp& op, const std::string& why) {
-  LOOM_CHECK(false, NotImplementedError, "onnx export: ", describe(op), " has no ONNX form", why.empty() ? "" : ": ",
-             why);
-  throw;  // unreachable
+  throw NotImplementedError(
+      ::loom::detail::str("onnx export: ", describe(op), " has no ONNX form", why.empty() ? "" : ": ", why));
 }
 
 void binary(Ctx& c) {

@@ -236,3 +236,19 @@ TEST_CASE("onnx: the flagship's file holds its parameters and little else", "[on
   REQUIRE(m.graph().input(1).type().tensor_type().shape().dim(0).dim_param() == "batch");
   REQUIRE(only_node(m, "LSTM").input(4) != "");  // the lengths as sequence_lens
 }
+
+TEST_CASE("onnx: 16-bit weights as float32 by default, kept with keep_16bit", "[onnx]") {
+  manual_seed(5);
+  nn::Linear fc(3, 2);
+  fc->to(kBFloat16);
+  const Tensor x = randn({4, 3}).to(kBFloat16);
+  const std::string path = scratch("bf16.onnx");
+  loom::onnx::export_model<1>(fc, {x}, path);
+  auto m = read(path);
+  REQUIRE(m.graph().input(0).type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT);
+  REQUIRE(initializer(m, "weight").second == fc->weight.to(kFloat32).to_vector<float>());  // bf16 -> f32 is exact
+  loom::onnx::export_model<1>(fc, {x}, path, loom::onnx::ExportOptions().keep_16bit(true));
+  m = read(path);
+  REQUIRE(m.graph().input(0).type().tensor_type().elem_type() == ::onnx::TensorProto::BFLOAT16);
+  for (const auto& t : m.graph().initializer()) REQUIRE(t.data_type() == ::onnx::TensorProto::BFLOAT16);
+}
