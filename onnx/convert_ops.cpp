@@ -218,14 +218,39 @@ void where(Ctx& c) {
   c.emit("Where", {c.in(0), c.cast(c.in(1), c.r.inputs[1].dtype(), ct), c.cast(c.in(2), c.r.inputs[2].dtype(), ct)});
 }
 
-// scaled_dot_product_attention decomposed: softmax(scale q k^T + mask) v, the mask additive
-// (a bool one: true takes part), causal keeping keys j <= i.
+// scaled_dot_product_attention from opset 23: one Attention node, for (B, H, L, E) heads (as
+// MultiheadAttention passes them) or (N, L, E) as one head.
+void attention_node(Ctx& c, bool causal, double scale) {
+  std::vector<std::string> ins{c.in(0), c.in(1), c.in(2)};
+  const Tensor& mask = c.r.inputs[3];
+  if (mask.defined()) {  // bool: true takes part; float: added
+    // ONNX Runtime wants the mask's query dim at its size: broadcast (..., 1, S) to (..., L, S).
+    const int64_t rank = mask.dim(), q_rank = c.r.inputs[0].dim();
+    ::onnx::NodeProto& l = c.g.node("Shape", {c.in(0)}, {c.g.fresh("query_length")});
+    attr(l, "start", q_rank - 2), attr(l, "end", q_rank - 1);
+    std::vector<std::string> parts;
+    if (rank > 2) parts.push_back(c.g.ints(std::vector<int64_t>(size_t(rank - 2), 1)));
+    parts.push_back(l.output(0));
+    parts.push_back(c.g.ints({1}));
+    ::onnx::NodeProto& shape = c.g.node("Concat", parts, {c.g.fresh("mask_shape")});
+    attr(shape, "axis", int64_t(0));
+    ins.push_back(c.g.op("Expand", {c.in(3), shape.output(0)}));
+  }
+  ::onnx::NodeProto& n = c.emit("Attention", ins);
+  attr(n, "is_causal", int64_t(causal)), attr(n, "scale", float(scale));
+  if (c.r.inputs[0].dim() == 3) attr(n, "q_num_heads", int64_t(1)), attr(n, "kv_num_heads", int64_t(1));
+}
+
+// scaled_dot_product_attention: Attention from opset 23, else decomposed: softmax(scale q k^T
+// + mask) v, the mask additive (a bool one: true takes part), causal keeping keys j <= i.
 void sdpa(Ctx& c) {
   const Tensor &q = c.r.inputs[0], &mask = c.r.inputs[3];
   const bool causal = c.r.ints[0] != 0;
   const double scale = std::isnan(c.r.floats[0]) ? 1.0 / std::sqrt(double(q.size(-1))) : c.r.floats[0];
   const DType dt = q.dtype();
   const int64_t rank = q.dim();
+  if (c.g.opset() >= 23 && (rank == 3 || rank == 4) && (!mask.defined() || mask.dim() <= rank))
+    return attention_node(c, causal, scale);
   std::vector<int64_t> perm(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) perm[size_t(i)] = i;
   std::swap(perm[size_t(rank - 1)], perm[size_t(rank - 2)]);

@@ -25,6 +25,17 @@ using Inputs = std::vector<Tensor>;
 namespace {
 
 // Elementwise ops, activations, LayerNorm, softmax, reductions and casts between two Linears.
+// Causal self-attention on (B, H, T, 2) heads of a projection: the causal mask at any T.
+struct CausalAttentionImpl : nn::Module {
+  CausalAttentionImpl() : proj(register_module("proj", nn::Linear(4, 12))) {}
+  Tensor forward(const Tensor& x) {  // (B, T, 4)
+    const int64_t b = x.size(0), t = x.size(1);
+    const std::vector<Tensor> qkv = proj(x).reshape({b, t, 3, 2, 2}).permute({2, 0, 3, 1, 4}).unbind(0);
+    return nn::functional::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], Tensor(), 0.0, /*is_causal=*/true);
+  }
+  nn::Linear proj;
+};
+
 struct MixedImpl : nn::Module {
   MixedImpl()
       : fc1(register_module("fc1", nn::Linear(5, 8))), norm(register_module("norm", nn::LayerNorm(8))),
@@ -71,7 +82,8 @@ struct Case {
 void run(const Case& c, const std::filesystem::path& dir) {
   std::cout << c.name << ": " << std::flush;
   const std::string model = (dir / (c.name + ".onnx")).string();
-  onnx::export_model(*c.module, c.forward, c.inputs(3, 5), model, c.options);
+  // Exported at batch 6 and sequence 5: sizes none of the models has as a fixed size (onnx/export.h).
+  onnx::export_model(*c.module, c.forward, c.inputs(6, 5), model, c.options);
   c.module->eval();
   NoGradGuard no_grad;
   nlohmann::json j{{"model", model}, {"inputs", nlohmann::json::array()}, {"outputs", nlohmann::json::array()}};
@@ -154,6 +166,13 @@ int main(int argc, char** argv) {
     auto m = std::make_shared<MixedImpl>();
     cases.push_back({"mixed_ops", m, [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
                      [](int64_t B, int64_t T) { return Inputs{randn({B, T, 5})}; }, onnx::ExportOptions()});
+  }
+  for (int64_t opset : {17, 23}) {
+    auto m = std::make_shared<CausalAttentionImpl>();
+    cases.push_back({"causal_attention_opset" + std::to_string(opset), m,
+                     [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
+                     [](int64_t B, int64_t T) { return Inputs{randn({B, T, 4})}; },
+                     onnx::ExportOptions().opset(opset)});
   }
   for (const char* cell : {"lstm", "rnn"}) {
     auto m = std::make_shared<examples::Forecaster>(cell, 10, 2, 3);
