@@ -7,6 +7,7 @@
 #include "core/checked_shape.h"
 #include "core/cuda_emulation.h"
 #include "core/factories.h"
+#include "core/trace.h"
 
 namespace loom {
 
@@ -187,6 +188,10 @@ void Tensor::check_dtype_for_access(DType requested, const char* what) const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  // A value read on the host while an export traces: control flow on the inputs' values cannot
+  // be recorded (Note [op tracing]).
+  if (trace::outside_ops()) [[unlikely]]
+    trace::active()->kernel("to_vector/item (a value read on the host, as control flow on the inputs)", {this});
   Tensor host = to(kCPU).contiguous();
   std::vector<T> out(size_t(host.numel()));
   dispatch_all(host.dtype(), "to_vector", [&]<typename S>() {

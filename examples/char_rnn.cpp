@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "amp_option.h"
+#include "onnx_option.h"
 #include "cuda_graph_option.h"
 #include "bundled_data.h"
 #include "char_rnn_model.h"
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
   std::string data_path = examples::bundled_data("persuasion.txt");
   std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
   examples::AmpOption amp_option;
+  examples::OnnxOption onnx_option;
   examples::CudaGraphOption cuda_graph;
   examples::ProfileOption profile;
   std::string tensorboard_dir;  // --tensorboard: empty for none
@@ -164,6 +166,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
+  onnx_option.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
@@ -253,6 +256,8 @@ int main(int argc, char** argv) {
     std::printf("sample (temperature %.2f%s):\n%s\n", temperature,
                 top_k > 0 ? (", top-k " + std::to_string(top_k)).c_str() : "",
                 sample(*model, vocab, prompt, sample_length, temperature, top_k, device).c_str());
+    // ids (3, 7) -> logits, h_n, c_n, from zero states
+    onnx_option.export_model<1>(model, {randint(0, int64_t(vocab.size()), {3, 7}).to(device)}, {"ids"});
     if (smoke_test && !examples::loss_fell(log)) return 1;
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "char_rnn: %s\n", e.what());

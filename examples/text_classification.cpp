@@ -30,6 +30,7 @@
 #include <optional>
 
 #include "amp_option.h"
+#include "onnx_option.h"
 #include "bundled_data.h"
 #include "cuda_graph_option.h"
 #include "distributed_option.h"
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   std::string tensorboard_dir;  // --tensorboard: empty for none
   examples::KeepBestOptions keep_best;
   examples::AmpOption amp_option;
+  examples::OnnxOption onnx_option;
   examples::DistributedOption distributed;
   examples::ProfileOption profile;
   examples::CudaGraphOption cuda_graph;
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
   amp_option.add_to(app);
+  onnx_option.add_to(app);
   distributed.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
@@ -199,6 +202,8 @@ int main(int argc, char** argv) {
     std::printf("%s", summary.format("tokens").c_str());
     std::ofstream(out_dir + "/text_classification_summary.json") << summary.to_json() << "\n";
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
+    if (distributed.is_main())
+      onnx_option.export_model<2>(model, examples::example_texts(int64_t(task.vocab.size()), device), {"tokens", "lengths"});
     if (smoke_test && !examples::loss_fell(log)) return 1;
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "text_classification: %s\n", e.what());

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "amp_option.h"
+#include "onnx_option.h"
 #include "bundled_data.h"
 #include "cuda_graph_option.h"
 #include "keep_best.h"
@@ -45,6 +46,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   std::string tensorboard_dir;  // --tensorboard: empty for none
   KeepBestOptions keep_best;
   AmpOption amp_option;
+  OnnxOption onnx_option;
   ProfileOption profile;
   CudaGraphOption cuda_graph;
   int threads = 0;
@@ -64,6 +66,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
+  onnx_option.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
@@ -134,6 +137,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
+    onnx_option.export_model<2>(model, example_texts(int64_t(task.vocab.size()), device), {"tokens", "lengths"});
     if (smoke_test && !loss_fell(log)) return 1;
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "%s: %s\n", p.name.c_str(), e.what());

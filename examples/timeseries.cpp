@@ -16,6 +16,7 @@
 #include <cstdio>
 
 #include "amp_option.h"
+#include "onnx_option.h"
 #include "cuda_graph_option.h"
 #include "bundled_data.h"
 #include "profile_option.h"
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   std::string data_path = examples::bundled_data("co2_weekly.csv");
   std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
   examples::AmpOption amp_option;
+  examples::OnnxOption onnx_option;
   examples::ProfileOption profile;
   examples::CudaGraphOption cuda_graph;
   std::string tensorboard_dir;  // --tensorboard: empty for none
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_dir, "folder for metrics, plots and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
+  onnx_option.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
     std::printf("test RMSE over %zu windows x %zu weeks: %s %.3f ppm, naive last value %.3f ppm (%s)\n",
                 test_set->size(), horizon, cell.c_str(), test.rmse(), naive,
                 test.rmse() < naive ? "the model wins" : "the naive forecast wins");
+    onnx_option.export_model<1>(model, {randn({3, 7, 1}).to(device)}, {"window"});  // (B, L, 1) normalized
     if (smoke_test && !examples::loss_fell(log)) return 1;
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "timeseries: %s\n", e.what());

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/checked_shape.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -51,9 +52,12 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 }
 
 Tensor make_full(const Shape& shape, Scalar value, const TensorOptions& options, const char* op) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   Tensor t = make_empty(shape, options, op);
   kernels::fill(t, value);
-  return finish(t, options);
+  t = finish(t, options);
+  if (trace) trace.record({"full", {}, {t}, shape, {value.to_double()}});  // sizes may be an input's
+  return t;
 }
 
 }  // namespace
@@ -77,6 +81,7 @@ Tensor scalar_tensor(Scalar value, TensorOptions options) { return full({}, valu
 Tensor arange(Scalar end, TensorOptions options) { return arange(0, end, 1, options); }
 
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h): the end may be an input's size
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   LOOM_CHECK(st != 0, ValueError, "arange: step must be non-zero");
   LOOM_CHECK((e - s) * st >= 0, ValueError, "arange: range [", s, ", ", e,
@@ -111,7 +116,9 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
       for (int64_t i = 0; i < n; ++i) p[i] = T(s + double(i) * st);
     }
   });
-  return finish(upload(host, options.device_), options);
+  Tensor out = finish(upload(host, options.device_), options);
+  if (trace) trace.record({"arange", {}, {out}, {}, {s, e, st}});
+  return out;
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {

@@ -26,6 +26,7 @@
 
 #include "core/ordered_dict.h"
 #include "core/tensor.h"
+#include "core/trace.h"
 
 namespace loom::nn {
 
@@ -191,6 +192,7 @@ class ModuleHolder {
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
     Impl* m = checked();
+    const trace::ModuleScope trace(static_cast<const Module*>(m));  // the module path of an export's messages
     using Result = decltype(m->forward(std::forward<Args>(args)...));
     if constexpr (std::is_void_v<Result> || std::is_reference_v<Result>) {
       return m->forward(std::forward<Args>(args)...);

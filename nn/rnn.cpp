@@ -8,6 +8,7 @@
 #include "autograd/functions/rnn_stack.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 
@@ -95,6 +96,8 @@ const char* autocast_name(RNNMode mode, bool cell) {
 }  // namespace
 
 RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in, const Tensor& lengths) {
+  // Recorded whole, as ONNX's RNN, LSTM and GRU nodes (Note [op tracing], core/trace.h).
+  const trace::OpScope trace;
   const char* op = type_name().c_str();
   std::vector<Tensor> cast = {input_in, state_in.h, state_in.c};
   cast.insert(cast.end(), flat_weights_.begin(), flat_weights_.end());
@@ -126,7 +129,9 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in,
   const RNNStackConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
                                        is_training() ? options.dropout_ : 0.0};
   const RNNStackResult r = rnn_stack(config, x, h0, c0, weights, lens);
-  return {options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
+  RNNOutput out{options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
+  if (trace) trace.record({"rnn", {input_in, state_in.h, state_in.c, lengths}, {out.output, out.h_n, out.c_n}, {}, {}, this});
+  return out;
 }
 
 // As PyTorch's RNNBase.extra_repr (which does not show the nonlinearity).

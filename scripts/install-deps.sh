@@ -5,18 +5,18 @@
 # from PyPI) and cuDNN's frontend headers in a
 # virtual environment at .venv-tools/. Idempotent: does nothing when everything is present,
 # and runs `apt-get update` only if something is missing. Works as root, or through sudo.
-#   scripts/install-deps.sh                  # build test fuzz interop: a developer's machine, CI
+#   scripts/install-deps.sh                  # build test fuzz interop onnx: a developer's machine, CI
 #   scripts/install-deps.sh build test       # the image's build stage (Containerfile)
 #   scripts/install-deps.sh runtime          # its runtime stage
 #   scripts/install-deps.sh docs             # headless Chromium for the docs' pictures (scripts/screenshot.sh)
-# The fuzz and interop groups are optional: a package of theirs that the distribution does not
+# The fuzz, interop and onnx groups are optional: a package of theirs that the distribution does not
 # have is left out with a message (their tests then skip), instead of failing the install.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/dependencies.sh
 
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(build test fuzz interop)
+[ ${#groups[@]} -gt 0 ] || groups=(build test fuzz interop onnx)
 # A group the list does not name (a typo, or `--docs` for `docs`) is an error, not an empty install.
 known=" $(loom_groups | tr '\n' ' ') "
 for g in "${groups[@]}"; do
@@ -26,7 +26,7 @@ for g in "${groups[@]}"; do
   fi
 done
 mapfile -t packages < <(loom_packages "${groups[@]}")
-optional_groups=" fuzz interop "
+optional_groups=" fuzz interop onnx "
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {
@@ -41,20 +41,23 @@ check_cmake() {
 # .venv-tools/: PyPI's tensorboard for the CTest test tensorboard_reader, which reads Loom's
 # event files with TensorBoard's own EventAccumulator (tests/tensorboard/read_events.py), and
 # its profile plugin torch-tb-profiler for tensorboard_profile_reader, which loads Loom's
-# profiler traces with the plugin's RunLoader (tests/profiler/read_trace.py).
+# profiler traces with the plugin's RunLoader (tests/profiler/read_trace.py); and onnx and
+# onnxruntime for onnx_runtime_check, which checks and runs Loom's exported models
+# (tests/onnx/check_onnx.py).
 # Made with Debian's python3; kept when it exists and imports fine, remade otherwise.
 venv=.venv-tools
-tools_imports='import tensorboard.backend.event_processing.event_accumulator, torch_tb_profiler.profiler'
+tools_imports='import tensorboard.backend.event_processing.event_accumulator, torch_tb_profiler.profiler, onnx, onnxruntime'
 tools_venv() {
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$tools_imports" 2>/dev/null; then
     echo "install-deps: $venv has tensorboard $("$venv/bin/python" -c 'import tensorboard; print(tensorboard.__version__)')" \
-         "and torch-tb-profiler"
+         "torch-tb-profiler, onnx $("$venv/bin/python" -c 'import onnx; print(onnx.__version__)')" \
+         "and onnxruntime $("$venv/bin/python" -c 'import onnxruntime; print(onnxruntime.__version__)')"
     return
   fi
-  echo "install-deps: making $venv with tensorboard and torch-tb-profiler from PyPI"
+  echo "install-deps: making $venv with tensorboard, torch-tb-profiler, onnx and onnxruntime from PyPI"
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check tensorboard torch-tb-profiler
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check tensorboard torch-tb-profiler onnx onnxruntime
   "$venv/bin/python" -c "$tools_imports"
 }
 

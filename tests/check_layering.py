@@ -4,13 +4,14 @@
 Reads the #include lines of every source file of the library and fails, naming each
 offending line, when
   - a file includes a header of a higher layer
-        core < kernels < autograd < nn < optim, distributed < data, train
+        core < kernels < autograd < nn < optim, distributed < data, train, onnx
     (optim may use nn: checkpoints and gradient clipping take Modules and parameters;
     distributed may use nn too, for data-parallel modules, and stands beside optim;
-    data and train are side by side and use neither each other);
-  - a file of nn/, optim/, distributed/, data/ or train/ includes kernels/: the layers above
-    autograd/ reach the kernels only through it, where every choice between a fused kernel
-    and a composition, every backward node and every op they call lives (autograd/functions/);
+    data, train and onnx are side by side and use none of each other);
+  - a file of nn/, optim/, distributed/, data/, train/ or onnx/ includes kernels/: the layers
+    above autograd/ reach the kernels only through it, where every choice between a fused
+    kernel and a composition, every backward node and every op they call lives
+    (autograd/functions/);
   - a file under kernels/cpu/ includes anything of CUDA (kernels/cuda/ or core/cuda*.h), or
     a file outside kernels/cuda/ includes kernels/cuda/ (the router reaches it through the
     backend table, Note [kernel routing] in kernels/backend.h);
@@ -26,8 +27,8 @@ import re
 import sys
 
 RANK = {"core": 0, "kernels": 1, "autograd": 2, "nn": 3, "optim": 4, "distributed": 4, "data": 5,
-        "train": 5}
-ABOVE_KERNELS = {"autograd", "nn", "optim", "distributed", "data", "train"}
+        "train": 5, "onnx": 5}
+ABOVE_KERNELS = {"autograd", "nn", "optim", "distributed", "data", "train", "onnx"}
 ABOVE_AUTOGRAD = ABOVE_KERNELS - {"autograd"}
 SOURCE = (".h", ".cpp", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -7,6 +7,7 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -120,6 +121,7 @@ std::vector<Tensor> binary_backward(BinaryOp op, BackwardContext& ctx, double al
 }
 
 Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double alpha = 1) {
+  const trace::OpScope trace;  // Note [op tracing]
   const kernels::BinaryOpInfo& info = kernels::op_info(op);  // Note [op tables]
   const char* name = info.name;
   const Device device = meeting_device({&a_arg, &b_arg});
@@ -144,6 +146,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a_arg, const Tensor& b_arg, double a
              return binary_backward(op, ctx, alpha, a_shape, b_shape);
            });
   }
+  if (trace) trace.record({name, {a_arg, b_arg}, {out}, {int64_t(op), int64_t(ct)}, {alpha}});  // ints: BinaryOp, compute dtype
   return out;
 }
 
@@ -238,6 +241,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
 
 Tensor where(const Tensor& cond_arg, const Tensor& a_arg, const Tensor& b_arg) {
+  const trace::OpScope trace;  // Note [op tracing]
   const Device device = meeting_device({&cond_arg, &a_arg, &b_arg});
   const Tensor cond = scalar_to(cond_arg, device), a_in = scalar_to(a_arg, device), b_in = scalar_to(b_arg, device);
   check_same_device("where", {&cond, &a_in, &b_in});
@@ -260,6 +264,7 @@ Tensor where(const Tensor& cond_arg, const Tensor& a_arg, const Tensor& b_arg) {
       return std::vector<Tensor>{ga, gb};
     });
   }
+  if (trace) trace.record({"where", {cond_arg, a_arg, b_arg}, {out}, {int64_t(ct)}, {}});  // ints: compute dtype
   return out;
 }
 

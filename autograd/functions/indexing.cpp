@@ -6,6 +6,7 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -61,6 +62,7 @@ void check_gather_shapes(const Tensor& self, int64_t dim, const Tensor& index, c
 }  // namespace
 
 Tensor Tensor::index_select(int64_t dim_, const Tensor& index) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   check_index_dtype(index, "index_select");
   check_same_device("index_select", {this, &index});
   LOOM_CHECK(dim() > 0, ShapeError, "index_select: cannot index a 0-dim tensor");
@@ -73,10 +75,12 @@ Tensor Tensor::index_select(int64_t dim_, const Tensor& index) const {
   Tensor out = empty(shape, options());
   kernels::index_select(out, *this, d, index);
   record_add_back("IndexSelectBackward", *this, out, d, index, /*scatter=*/false);
+  if (trace) trace.record({"index_select", {*this, index}, {out}, {d}, {}});
   return out;
 }
 
 Tensor Tensor::gather(int64_t dim_, const Tensor& index) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   check_index_dtype(index, "gather");
   check_same_device("gather", {this, &index});
   const int64_t d = wrap_dim(dim_, dim(), "gather");
@@ -86,6 +90,7 @@ Tensor Tensor::gather(int64_t dim_, const Tensor& index) const {
   Tensor out = empty(index.sizes(), options());
   kernels::gather(out, *this, d, index);
   record_add_back("GatherBackward", *this, out, d, index, /*scatter=*/true);
+  if (trace) trace.record({"gather", {*this, index}, {out}, {d}, {}});
   return out;
 }
 
@@ -152,6 +157,7 @@ Tensor Tensor::tril(int64_t diagonal) const { return triangle(*this, diagonal, t
 Tensor Tensor::triu(int64_t diagonal) const { return triangle(*this, diagonal, false); }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   check_index_dtype(indices, "embedding");
   check_same_device("embedding", {&weight, &indices});
   LOOM_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be 2-D (num_embeddings, dim), got shape ",
@@ -173,6 +179,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
       return std::vector<Tensor>{gw};
     });
   }
+  if (trace) trace.record({"embedding", {weight, indices}, {out}, {}, {}});
   return out;
 }
 

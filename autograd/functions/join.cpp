@@ -4,6 +4,7 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -17,6 +18,7 @@ bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   LOOM_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
   // The shape every input must match outside `dim`: the first that is not skipped.
   size_t ref = 0;
@@ -77,6 +79,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_) {
       return grads;
     });
   }
+  if (trace) trace.record({"cat", tensors, {out}, {d}, {}});
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "autograd/function.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/norm/layer_norm.h"
 
 namespace loom {
@@ -81,14 +82,18 @@ bool fused_layer_norm_applies(const Tensor& x, const Tensor& weight, const Tenso
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
                   const Tensor& bias_in, double eps) {
+  const trace::OpScope trace;
   const std::vector<Tensor> cast = autocast::cast_inputs("layer_norm", {x_in, weight_in, bias_in});  // Note [autocast]
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   layer_norm_dims(x, normalized_shape, weight, bias);
   int64_t n = 1;
   for (int64_t s : normalized_shape) n *= s;
   // Note [fused layer norm] (kernels/cpu/layer_norm.cpp)
-  if (fused_layer_norm_applies(x, weight, bias, n)) return fused_layer_norm(x, weight, bias, n, eps);
-  return detail::layer_norm_reference(x, normalized_shape, weight, bias, eps);
+  Tensor out = fused_layer_norm_applies(x, weight, bias, n) ? fused_layer_norm(x, weight, bias, n, eps)
+                                                            : detail::layer_norm_reference(x, normalized_shape, weight, bias, eps);
+  if (trace)  // ints: how many trailing dims are normalized
+    trace.record({"layer_norm", {x_in, weight_in, bias_in}, {out}, {int64_t(normalized_shape.size())}, {eps}});
+  return out;
 }
 
 namespace detail {

@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -40,6 +41,7 @@ Tensor fused_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& b
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const trace::OpScope trace;  // recorded whole: Gemm, or MatMul + Add (Note [op tracing], core/trace.h)
   // Under autocast all three in the lower precision: the bias add too (Note [autocast]).
   const std::vector<Tensor> cast = autocast::cast_inputs("linear", {x_in, weight_in, bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
@@ -48,14 +50,21 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   LOOM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ",
              shape_str(x.sizes()), " does not end in in_features = ", weight.size(1), " (weight ",
              shape_str(weight.sizes()), ")");
-  if (!bias.defined()) return x.matmul(weight.t());  // (..., out)
+  Tensor out;
+  if (!bias.defined()) {
+    out = x.matmul(weight.t());  // (..., out)
+    if (trace) trace.record({"linear", {x_in, weight_in, bias_in}, {out}, {}, {}});
+    return out;
+  }
   LOOM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, "linear: bias of shape ",
              shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
   // One op, the bias added inside the GEMM (autograd/functions/linear.h), where the three
   // agree; otherwise the composition, whose ops name what disagrees.
   const bool fusable = x.is_floating_point() && weight.dtype() == x.dtype() && bias.dtype() == x.dtype() &&
                        weight.device() == x.device() && bias.device() == x.device();
-  return fusable ? fused_linear(x, weight, bias) : x.matmul(weight.t()) + bias;
+  out = fusable ? fused_linear(x, weight, bias) : x.matmul(weight.t()) + bias;
+  if (trace) trace.record({"linear", {x_in, weight_in, bias_in}, {out}, {}, {}});
+  return out;
 }
 
 }  // namespace loom

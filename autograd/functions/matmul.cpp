@@ -15,6 +15,7 @@
 #include "core/checked_shape.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -111,11 +112,13 @@ std::vector<Tensor> matmul_backward(BackwardContext& ctx) {
 }
 
 Tensor matmul_op(const Tensor& a_in, const Tensor& b_in, const char* op) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const std::vector<Tensor> cast = autocast::cast_inputs(op, {a_in, b_in});  // Note [autocast]
   const Tensor &a = cast[0], &b = cast[1];
   check_operands(a, b, op);
   Tensor out = matmul_forward(a, b, op);
   if (needs_grad(a, b)) record("MatmulBackward", {a, b}, {out}, {a, b}, matmul_backward);
+  if (trace) trace.record({"matmul", {a_in, b_in}, {out}, {}, {}});
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -56,6 +57,7 @@ namespace {
 
 // Sum or mean; integer and bool inputs sum in int64 (as PyTorch), mean needs floats.
 Tensor sum_or_mean(const Tensor& self, const Dims& dims_in, bool keepdim, bool mean) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const kernels::ReduceOp op = mean ? kernels::ReduceOp::Mean : kernels::ReduceOp::Sum;
   const char* name = kernels::op_info(op).name;
   LOOM_CHECK(!mean || self.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
@@ -82,6 +84,11 @@ Tensor sum_or_mean(const Tensor& self, const Dims& dims_in, bool keepdim, bool m
              if (mean) g = g / double(count);
              return std::vector<Tensor>{g.expand(in_shape)};
            });
+  }
+  if (trace) {  // ints: keepdim, then the reduced dims (none: all of them)
+    std::vector<int64_t> ints{keepdim};
+    ints.insert(ints.end(), dims.begin(), dims.end());
+    trace.record({name, {self}, {out}, ints, {}});
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "autograd/functions/attention.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/attention/attention.h"
 
 namespace loom {
@@ -108,9 +109,9 @@ Tensor sdpa_dropout_mask(uint64_t seed, uint64_t offset, int64_t N, int64_t L, i
 
 }  // namespace detail
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
-                                    std::optional<double> scale) {
+namespace {
+Tensor sdpa_untraced(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
+                     double dropout_p, bool is_causal, std::optional<double> scale) {
   // Under autocast all in the lower precision, as PyTorch lists the op on both devices
   // (Note [autocast policy]); a bool mask stays bool. The policy is given here rather than
   // as a kAutocastOps row only because that header recompiles every file when touched.
@@ -148,6 +149,20 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   const double s = scale.value_or(1.0 / std::sqrt(double(E)));
   const Tensor out = fused_attention(qf, kf, vf, bias, is_causal, s, dropout_p, tier);
   return heads ? out : out.reshape(with_last_two(batch, L, Ev));  // (B, H, L, Ev) or (..., L, Ev)
+}
+}  // namespace
+
+// Recorded whole for ONNX export (Note [op tracing], core/trace.h): ints = is_causal, floats = the scale (NaN:
+// the default 1 / sqrt(E)) and dropout_p.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale) {
+  const trace::OpScope trace;
+  Tensor out = sdpa_untraced(query, key, value, attn_mask, dropout_p, is_causal, scale);
+  if (trace)
+    trace.record({"sdpa", {query, key, value, attn_mask}, {out}, {is_causal},
+                  {scale.value_or(std::numeric_limits<double>::quiet_NaN()), dropout_p}});
+  return out;
 }
 
 }  // namespace loom

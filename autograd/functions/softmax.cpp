@@ -6,12 +6,14 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
 namespace {
 
 Tensor softmax_op(const Tensor& x_in, int64_t dim_in, bool log) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const char* name = log ? "log_softmax" : "softmax";
   const Tensor x = autocast::cast_inputs(name, {x_in})[0];  // Note [autocast]
   LOOM_CHECK(x.is_floating_point(), DTypeError, name, ": expected a floating-point tensor, got ",
@@ -31,6 +33,7 @@ Tensor softmax_op(const Tensor& x_in, int64_t dim_in, bool log) {
              return std::vector<Tensor>{gx};
            });
   }
+  if (trace) trace.record({name, {x_in}, {out}, {dim}, {}});
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include "autograd/functions/internal.h"
 #include "core/factories.h"
 #include "core/ops.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 #include "kernels/math/functors.h"
 
@@ -56,6 +57,7 @@ std::vector<Tensor> unary_backward(UnaryOp op, const Tensor& g, const Tensor& x,
 }
 
 Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0, double arg2 = 0) {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const kernels::UnaryOpInfo& info = kernels::op_info(op);  // Note [op tables]
   const char* name = info.name;
   LOOM_CHECK(x_in.defined(), ValueError, name, ": called on an undefined tensor");
@@ -75,6 +77,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x_in, double arg0 = 0, double arg1 = 0
              return unary_backward(op, ctx.grad(), ctx.saved[0], ctx.saved[1], arg0, arg1);
            });
   }
+  if (trace) trace.record({name, {x_in}, {out}, {int64_t(op)}, {arg0, arg1, arg2}});  // ints: the UnaryOp
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "autograd/functions/internal.h"
 #include "core/checked_shape.h"
 #include "core/factories.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -99,6 +100,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
 }  // namespace
 
 Tensor Tensor::view(const Shape& shape) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   Shape new_sizes = infer_shape(shape, numel(), "view", sizes());
   auto strides = view_strides(sizes(), this->strides(), new_sizes);
   LOOM_CHECK(strides.has_value(), ShapeError, "view: cannot view a tensor of shape ",
@@ -107,16 +109,20 @@ Tensor Tensor::view(const Shape& shape) const {
   Tensor out = alias_with(*this, new_sizes, *strides, storage_offset());
   Shape in_shape = sizes();
   record_view("ViewBackward", *this, out, [in_shape](const Tensor& g) { return g.reshape(in_shape); });
+  if (trace) trace.record({"reshape", {*this}, {out}, shape, {}});  // ints: the sizes asked for
   return out;
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   Shape new_sizes = infer_shape(shape, numel(), "reshape", sizes());
-  if (view_strides(sizes(), strides(), new_sizes)) return view(new_sizes);
-  return contiguous().view(new_sizes);
+  Tensor out = view_strides(sizes(), strides(), new_sizes) ? view(new_sizes) : contiguous().view(new_sizes);
+  if (trace) trace.record({"reshape", {*this}, {out}, shape, {}});
+  return out;
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const int64_t d0 = wrap_dim(dim0, dim(), "transpose"), d1 = wrap_dim(dim1, dim(), "transpose");
   if (dim() == 0) return alias_with(*this, sizes(), strides(), storage_offset());
   Shape sz = sizes(), st = strides();
@@ -124,6 +130,7 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   std::swap(st[size_t(d0)], st[size_t(d1)]);
   Tensor out = alias_with(*this, sz, st, storage_offset());
   record_view("TransposeBackward", *this, out, [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
+  if (trace) trace.record({"transpose", {*this}, {out}, {d0, d1}, {}});
   return out;
 }
 
@@ -133,6 +140,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::permute(const Dims& dims) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   LOOM_CHECK(int64_t(dims.size()) == dim(), ShapeError, "permute: got ", dims.size(),
              " dims for a tensor of shape ", shape_str(sizes()));
   Shape sz(dims.size()), st(dims.size());
@@ -148,11 +156,17 @@ Tensor Tensor::permute(const Dims& dims) const {
   }
   Tensor out = alias_with(*this, sz, st, storage_offset());
   record_view("PermuteBackward", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
+  if (trace) {  // ints: the dims wrapped
+    Dims perm(dims.size());
+    for (size_t d = 0; d < perm.size(); ++d) perm[size_t(inverse[d])] = int64_t(d);
+    trace.record({"permute", {*this}, {out}, perm, {}});
+  }
   return out;
 }
 
 Tensor Tensor::slice(int64_t dim_, std::optional<int64_t> start_, std::optional<int64_t> end_,
                      int64_t step) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const int64_t d = wrap_dim(dim_, dim(), "slice");
   LOOM_CHECK(dim() > 0, ShapeError, "slice: cannot slice a 0-dim tensor");
   LOOM_CHECK(step > 0, ValueError, "slice: step must be positive, got ", step);
@@ -177,6 +191,7 @@ Tensor Tensor::slice(int64_t dim_, std::optional<int64_t> start_, std::optional<
     gi.slice(d, start, end, step).copy_(g);
     return gi;
   });
+  if (trace) trace.record({"slice", {*this}, {out}, {d, start, end, step, n}, {}});
   return out;
 }
 
@@ -196,6 +211,7 @@ Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t dim_, int64_t index) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   LOOM_CHECK(dim() > 0, IndexError, "select: cannot index a 0-dim tensor");
   const int64_t d = wrap_dim(dim_, dim(), "select");
   const int64_t n = size(d);
@@ -214,6 +230,7 @@ Tensor Tensor::select(int64_t dim_, int64_t index) const {
     gi.select(d, index).copy_(g);
     return gi;
   });
+  if (trace) trace.record({"select", {*this}, {out}, {d, index, n}, {}});  // ints: dim, index, the dim's size
   return out;
 }
 
@@ -225,14 +242,18 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t dim_) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const int64_t d = wrap_dim(dim_, dim(), "squeeze");
   if (dim() == 0 || size(d) != 1) return *this;
   Shape sz = sizes();
   sz.erase(sz.begin() + d);
-  return view(sz);
+  Tensor out = view(sz);
+  if (trace) trace.record({"squeeze", {*this}, {out}, {d}, {}});
+  return out;
 }
 
 Tensor Tensor::unsqueeze(int64_t dim_) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   const int64_t d = wrap_dim(dim_, dim() + 1, "unsqueeze");
   Shape sz = sizes(), st = strides();
   int64_t new_stride = 1;
@@ -243,10 +264,12 @@ Tensor Tensor::unsqueeze(int64_t dim_) const {
   st.insert(st.begin() + d, new_stride);
   Tensor out = alias_with(*this, sz, st, storage_offset());
   record_view("UnsqueezeBackward", *this, out, [d](const Tensor& g) { return g.squeeze(d); });
+  if (trace) trace.record({"unsqueeze", {*this}, {out}, {d}, {}});
   return out;
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   LOOM_CHECK(int64_t(shape.size()) >= dim(), ShapeError, "expand: the target shape ",
              shape_str(shape), " has fewer dims than the tensor's shape ", shape_str(sizes()));
   Shape target = shape;
@@ -262,10 +285,12 @@ Tensor Tensor::expand(const Shape& shape) const {
   if (out.is_same(*this)) return *this;
   Shape in_shape = sizes();
   record_view("ExpandBackward", *this, out, [in_shape](const Tensor& g) { return sum_to(g, in_shape); });
+  if (trace) trace.record({"expand", {*this}, {out}, target, {}});
   return out;
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   if (dim() == 0) return reshape({1});
   const int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
   LOOM_CHECK(s <= e, ValueError, "flatten: start_dim ", s, " is after end_dim ", e);
@@ -274,7 +299,9 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   for (int64_t d = s; d <= e; ++d) prod *= size(d);
   sz.push_back(prod);
   sz.insert(sz.end(), sizes().begin() + e + 1, sizes().end());
-  return reshape(sz);
+  Tensor out = reshape(sz);
+  if (trace) trace.record({"flatten", {*this}, {out}, {s, e}, {}});
+  return out;
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim_) const {
@@ -324,15 +351,18 @@ std::vector<Tensor> Tensor::unbind(int64_t dim_) const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   Tensor out = empty(sizes(), options());
   kernels::copy(out, *this);
   if (needs_grad(*this))
     record("CloneBackward", {*this}, {out}, {}, [](BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad()}; });
+  if (trace) trace.record({"identity", {*this}, {out}, {}, {}});
   return out;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
+  const trace::OpScope trace;  // Note [op tracing] (core/trace.h)
   Tensor out = empty(sizes(), options().dtype(dtype));
   kernels::copy(out, *this);
   if (needs_grad(*this) && loom::is_floating_point(dtype)) {
@@ -341,6 +371,7 @@ Tensor Tensor::to(DType dtype) const {
       return std::vector<Tensor>{ctx.grad().to(in_dtype)};
     });
   }
+  if (trace) trace.record({"cast", {*this}, {out}, {int64_t(dtype)}, {}});
   return out;
 }
 

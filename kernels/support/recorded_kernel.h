@@ -14,6 +14,7 @@
 #include "core/profiler.h"
 #include "core/tensor.h"
 #include "core/tensor_impl.h"
+#include "core/trace.h"
 #include "kernels/kernels.h"
 
 namespace loom::kernels {
@@ -88,13 +89,19 @@ struct RecordedKernel<R (*)(A...)> {
   const char* op;
 
   R operator()(A... args) const {
-    if (!profiler::is_recording()) [[likely]]
+    if (!profiler::is_recording() && !trace::outside_ops()) [[likely]]
       return kernel(std::forward<A>(args)...);
     return recorded(std::forward<A>(args)...);
   }
 
  private:
   [[gnu::noinline]] R recorded(A... args) const {
+    // An ONNX export's tracer sees a kernel that no recorded op ran (Note [op tracing]).
+    if (trace::outside_ops()) {
+      std::vector<const Tensor*> operands;
+      ((recording::operand(args) ? operands.push_back(recording::operand(args)) : void()), ...);
+      trace::active()->kernel(recording::op_name(op, args...), operands);
+    }
     profiler::ScopedEvent event(recording::op_name(op, args...), profiler::EventKind::Op,
                                 recording::op_device(args...));
     if (event.recording() && profiler::is_recording_shapes()) {

@@ -1,0 +1,206 @@
+#include "onnx/graph.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "core/factories.h"
+
+namespace loom::onnx {
+
+using ::onnx::TensorProto;
+
+GraphBuilder::GraphBuilder(::onnx::GraphProto& graph, const ExportOptions& options, const GraphTracer& tracer,
+                           nn::Module& root)
+    : graph_(graph), options_(options), tracer_(tracer) {
+  for (const auto& [name, t] : root.named_parameters()) param_names_[t.impl()] = name;
+  for (const auto& [name, t] : root.named_buffers()) param_names_[t.impl()] = name;
+}
+
+DType GraphBuilder::export_dtype(DType dtype) const {
+  const bool half = dtype == kFloat16 || dtype == kBFloat16;
+  return half && !options_.keep_16bit_ ? kFloat32 : dtype;
+}
+
+int GraphBuilder::elem_type(DType dtype) const {
+  switch (export_dtype(dtype)) {
+    case DType::Float32: return TensorProto::FLOAT;
+    case DType::Float64: return TensorProto::DOUBLE;
+    case DType::Float16: return TensorProto::FLOAT16;
+    case DType::BFloat16: return TensorProto::BFLOAT16;
+    case DType::Int64: return TensorProto::INT64;
+    case DType::Int32: return TensorProto::INT32;
+    case DType::Bool: return TensorProto::BOOL;
+  }
+  LOOM_ASSERT(false, "onnx export: unknown dtype");
+  return 0;
+}
+
+std::string GraphBuilder::fresh(const std::string& hint) {
+  const int n = used_[hint]++;
+  return n == 0 ? hint : hint + "_" + std::to_string(n);
+}
+
+// v named `name`, a tensor of `elem` type; returns its shape, to fill.
+static ::onnx::TensorShapeProto* tensor_value(::onnx::ValueInfoProto* v, const std::string& name, int elem) {
+  v->set_name(name);
+  ::onnx::TypeProto_Tensor* type = v->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(elem);
+  return type->mutable_shape();
+}
+
+void GraphBuilder::add_input(const Tensor& t, const std::string& name, const std::map<int64_t, std::string>& dynamic) {
+  ::onnx::TensorShapeProto* shape = tensor_value(graph_.add_input(), name, elem_type(t.dtype()));
+  for (int64_t a = 0; a < t.dim(); ++a) {
+    ::onnx::TensorShapeProto_Dimension* d = shape->add_dim();
+    auto it = dynamic.find(a);
+    if (it == dynamic.end()) {
+      d->set_dim_value(t.size(a));
+      continue;
+    }
+    d->set_dim_param(it->second);
+    const int64_t size = t.size(a);
+    LOOM_CHECK(size > 1, ValueError, "onnx export: dynamic axis ", a, " (", it->second, ") of input ", name,
+               " has size ", size, " in the example; give it a size > 1 so the trace can tell it from a constant");
+    auto [at, added] = dynamic_.try_emplace(size, DynamicAxis{name, a, it->second});
+    LOOM_CHECK(added || at->second.axis_name == it->second, ValueError, "onnx export: dynamic axes ",
+               at->second.axis_name, " and ", it->second, " both have the example size ", size,
+               "; give them different sizes so the trace can tell them apart");
+  }
+  bind(t, name);
+}
+
+void GraphBuilder::add_output(const Tensor& t, const std::string& name) {
+  ::onnx::TensorShapeProto* shape = tensor_value(graph_.add_output(), name, elem_type(t.dtype()));
+  for (int64_t a = 0; a < t.dim(); ++a) {
+    auto dyn = dynamic_.find(t.size(a));
+    if (dyn != dynamic_.end()) shape->add_dim()->set_dim_param(dyn->second.axis_name);  // "batch"
+    else shape->add_dim()->set_dim_value(t.size(a));
+  }
+}
+
+void GraphBuilder::bind(const Tensor& t, const std::string& name) { values_[t.impl()] = name; }
+
+std::string GraphBuilder::value(const Tensor& t, const std::string& where) {
+  if (!t.defined()) return "";
+  auto it = values_.find(t.impl());
+  if (it != values_.end()) return it->second;
+  LOOM_CHECK(!tracer_.is_traced(t), NotImplementedError, "onnx export: ", where, " reads a tensor of shape ",
+             shape_str(t.sizes()), " that depends on the model's inputs but was made by a view or op without an "
+             "ONNX form (see docs/onnx.md)");
+  // Constant folding: a tensor no input reaches is a constant of the graph.
+  const std::string name = initializer(t, constant_name(t));
+  bind(t, name);
+  return name;
+}
+
+std::string GraphBuilder::constant_name(const Tensor& t) const {
+  auto param = param_names_.find(t.impl());
+  return param != param_names_.end() ? param->second : "const";
+}
+
+std::string GraphBuilder::initializer(const Tensor& t_in, const std::string& hint) {
+  const Tensor t = t_in.detach().to(kCPU).to(export_dtype(t_in.dtype())).contiguous();
+  TensorProto* p = graph_.add_initializer();
+  const std::string name = fresh(hint);
+  p->set_name(name);
+  p->set_data_type(elem_type(t.dtype()));
+  for (int64_t s : t.sizes()) p->add_dims(s);
+  p->set_raw_data(t.data(), size_t(t.numel() * element_size(t.dtype())));  // little-endian, as ONNX's raw_data
+  return name;
+}
+
+std::string GraphBuilder::ints(const std::vector<int64_t>& v) {
+  return initializer(from_vector(v), "ints");
+}
+
+std::string GraphBuilder::scalar(double v, DType dtype) {
+  return initializer(full({}, v, TensorOptions(export_dtype(dtype))), "scalar");
+}
+
+::onnx::NodeProto& GraphBuilder::node(const std::string& op_type, const std::vector<std::string>& inputs,
+                                      const std::vector<std::string>& outputs) {
+  ::onnx::NodeProto* n = graph_.add_node();
+  n->set_op_type(op_type);
+  n->set_name(fresh(op_type + "_node"));
+  for (const std::string& i : inputs) n->add_input(i);
+  for (const std::string& o : outputs) n->add_output(o);
+  return *n;
+}
+
+std::string GraphBuilder::op(const std::string& op_type, const std::vector<std::string>& inputs) {
+  const std::string out = fresh(op_type);
+  node(op_type, inputs, {out});
+  return out;
+}
+
+std::string GraphBuilder::shape(const std::vector<int64_t>& sizes) {
+  std::vector<std::string> parts;
+  std::vector<int64_t> run;  // constants not yet emitted
+  auto flush = [&] {
+    if (!run.empty()) parts.push_back(ints(run)), run.clear();
+  };
+  for (int64_t s : sizes) {
+    auto dyn = dynamic_.find(s);
+    if (dyn == dynamic_.end()) {
+      run.push_back(s);
+      continue;
+    }
+    flush();
+    auto& cached = dim_values_[s];
+    if (cached.empty()) {  // Shape(input)[axis:axis + 1]
+      ::onnx::NodeProto& n = node("Shape", {dyn->second.input}, {cached = fresh("dim")});
+      attr(n, "start", dyn->second.axis);
+      attr(n, "end", dyn->second.axis + 1);
+    }
+    parts.push_back(cached);
+  }
+  flush();
+  if (parts.size() == 1) return parts[0];
+  ::onnx::NodeProto& n = node("Concat", parts, {fresh("shape")});
+  attr(n, "axis", int64_t(0));
+  return n.output(0);
+}
+
+void GraphBuilder::prune() {
+  std::unordered_set<std::string> used;
+  for (const auto& o : graph_.output()) used.insert(o.name());
+  std::vector<bool> keep(size_t(graph_.node_size()), false);
+  for (int i = graph_.node_size() - 1; i >= 0; --i) {  // nodes are in topological order
+    const ::onnx::NodeProto& n = graph_.node(i);
+    for (const std::string& o : n.output()) keep[size_t(i)] = keep[size_t(i)] || used.count(o) > 0;
+    if (keep[size_t(i)]) used.insert(n.input().begin(), n.input().end());
+  }
+  ::google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+  for (int i = 0; i < graph_.node_size(); ++i)
+    if (keep[size_t(i)]) nodes.Add()->Swap(graph_.mutable_node(i));
+  graph_.mutable_node()->Swap(&nodes);
+  ::google::protobuf::RepeatedPtrField<::onnx::TensorProto> inits;
+  for (auto& t : *graph_.mutable_initializer())
+    if (used.count(t.name())) inits.Add()->Swap(&t);
+  graph_.mutable_initializer()->Swap(&inits);
+}
+
+void attr(::onnx::NodeProto& n, const std::string& name, int64_t v) {
+  ::onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name), a->set_type(::onnx::AttributeProto::INT), a->set_i(v);
+}
+void attr(::onnx::NodeProto& n, const std::string& name, float v) {
+  ::onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name), a->set_type(::onnx::AttributeProto::FLOAT), a->set_f(v);
+}
+void attr(::onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  ::onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name), a->set_type(::onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+void attr(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  ::onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name), a->set_type(::onnx::AttributeProto::STRING), a->set_s(v);
+}
+void attr(::onnx::NodeProto& n, const std::string& name, const std::vector<std::string>& v) {
+  ::onnx::AttributeProto* a = n.add_attribute();
+  a->set_name(name), a->set_type(::onnx::AttributeProto::STRINGS);
+  for (const std::string& x : v) a->add_strings(x);
+}
+
+}  // namespace loom::onnx
