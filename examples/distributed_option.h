@@ -39,7 +39,9 @@ struct DistributedOption {
   // GPU (LOCAL_RANK), one GPU per rank.
   void init(loom::Device& device) const {
     if (!enabled) return;
-    loom::distributed::init_process_group(device.is_cuda() ? "nccl" : "gloo");
+    // Rank 0 prints on stderr what the launcher set and where it was read.
+    loom::distributed::init_process_group(device.is_cuda() ? "nccl" : "gloo",
+                                          loom::distributed::InitOptions().print_environment(true));
     if (device.is_cuda()) device = loom::Device(loom::DeviceType::CUDA, loom::distributed::get_local_rank());
     if (!is_main()) std::freopen("/dev/null", "w", stdout);
   }
