@@ -80,7 +80,11 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   if (announce) std::fprintf(stderr, "loom.distributed: %s\n", env.describe().c_str());
   auto start = std::chrono::steady_clock::now();
 
-  auto store = std::make_shared<TCPStore>(addr, port, rank == 0, options.timeout_);
+  // Under torchrun the agent serves the store already: every rank joins it, under the keys
+  // of this attempt (as PyTorch's workers do), so a restarted job starts afresh.
+  bool agent = env.use_agent_store && !options.master_addr_ && !options.master_port_;
+  std::string prefix = agent ? "/worker/attempt_" + std::to_string(env.restart_count) + "/" : "";
+  auto store = std::make_shared<TCPStore>(addr, port, rank == 0 && !agent, options.timeout_, prefix);
   if (backend == "nccl") {  // one GPU per rank: cuda:LOCAL_RANK, else the current device
     s.group = std::make_unique<ProcessGroupNCCL>(std::move(store), rank, world_size,
                                                  ProcessGroupNCCLOptions().timeout(options.timeout_).device(local_known ? local_rank : -1));
