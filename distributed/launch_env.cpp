@@ -191,24 +191,22 @@ std::vector<int> expand_tasks_per_node(const std::string& list, const std::strin
 LaunchEnv read_launch_env(const EnvLookup& lookup) {
   Reader r(lookup);
   LaunchEnv e;
-  require_pair(r, "RANK", "WORLD_SIZE");
-  require_pair(r, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
-  require_pair(r, "SLURM_PROCID", "SLURM_NTASKS");
-  require_pair(r, "PET_NNODES", "PET_NODE_RANK");
-
-  // Rank and world size: Note [launch precedence].
+  // Rank and world size: Note [launch precedence]. Only the chosen launcher's pair must be
+  // whole: an elastic PyTorchJob's PET_NNODES ("1:4") or salloc's SLURM_NTASKS (no
+  // SLURM_PROCID outside srun) may surround a torchrun job.
   auto from = [&](const std::string& rank, const std::string& size) {
+    require_pair(r, rank, size);
     e.rank = r.number(rank);
     e.world_size = r.number(size);
     e.sources["rank"] = rank;
     e.sources["world_size"] = size;
   };
   bool torchrun = r.has("TORCHELASTIC_RUN_ID") || r.has("GROUP_RANK") || r.has("TORCHELASTIC_RESTART_COUNT");
-  std::optional<int> pet_nproc = r.number("PET_NPROC_PER_NODE");
-  if (r.has("RANK")) {
+  if (r.has("RANK") || r.has("WORLD_SIZE")) {
     from("RANK", "WORLD_SIZE");
     e.launcher = torchrun ? "torchrun" : r.has("PET_NNODES") ? "kubeflow" : "env";
-  } else if (r.has("PET_NNODES")) {
+  } else if (r.has("PET_NNODES") || r.has("PET_NODE_RANK")) {
+    std::optional<int> pet_nproc = r.number("PET_NPROC_PER_NODE");
     if (pet_nproc.value_or(1) != 1) {
       throw DistributedError("launch environment: PET_NPROC_PER_NODE=" + std::to_string(*pet_nproc) +
                              " processes per pod need a launcher to start them: run the program under "
@@ -216,7 +214,7 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
     }
     from("PET_NODE_RANK", "PET_NNODES");
     e.launcher = "kubeflow";
-  } else if (r.has("OMPI_COMM_WORLD_RANK")) {
+  } else if (r.has("OMPI_COMM_WORLD_RANK") || r.has("OMPI_COMM_WORLD_SIZE")) {
     from("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
     e.launcher = "mpirun";
   } else if (r.has("SLURM_PROCID")) {
@@ -235,7 +233,8 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
   // Slurm's numbering must agree with the chosen one where both count the same processes
   // (torchrun started by one srun task per node counts more processes than Slurm does).
   std::optional<int> slurm_rank = r.number("SLURM_PROCID"), slurm_size = r.number("SLURM_NTASKS");
-  if (e.launcher != "slurm" && e.rank && slurm_rank && *slurm_size == *e.world_size && *slurm_rank != *e.rank) {
+  bool same_world = e.rank && slurm_rank && slurm_size && *slurm_size == *e.world_size;
+  if (e.launcher != "slurm" && same_world && *slurm_rank != *e.rank) {
     throw DistributedError("launch environment: " + pair_text(e.sources["rank"], *e.rank) + " but " +
                            pair_text("SLURM_PROCID", *slurm_rank) + " in a world of " +
                            std::to_string(*e.world_size) + " (" + e.sources["world_size"] +

@@ -14,7 +14,8 @@
 // and the other fields from the same launcher where it has them, else from the next. The
 // master is MASTER_ADDR/MASTER_PORT, else PET_MASTER_ADDR/PET_MASTER_PORT, else (under
 // Slurm) the first host of SLURM_JOB_NODELIST and a port derived from SLURM_JOB_ID.
-// A half set (RANK without WORLD_SIZE), a value out of range, text that is not a number,
+// The chosen launcher's variables must be whole and well formed: a half set (RANK without
+// WORLD_SIZE), a value out of range, text that is not a number,
 // or RANK and SLURM_PROCID disagreeing in a world of the same size, is a DistributedError
 // naming the variables and their values.
 #pragma once

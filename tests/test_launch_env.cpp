@@ -197,6 +197,15 @@ TEST_CASE("read_launch_env: precedence when launchers nest", "[launch_env]") {
   env["RANK"] = "3";
   CHECK(*read_launch_env(env).rank == 3);
 
+  // Launchers around torchrun leave half sets and values that are not counts: they are
+  // not read when RANK and WORLD_SIZE are there (an elastic PyTorchJob, an salloc shell).
+  LaunchEnv around = read_launch_env(Env{{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"PET_NNODES", "1:4"},
+                                         {"PET_NPROC_PER_NODE", "auto"}, {"SLURM_NTASKS", "2"},
+                                         {"TORCHELASTIC_RUN_ID", "r"}});
+  CHECK(around.launcher == "torchrun");
+  CHECK(*around.world_size == 8);
+  CHECK_FALSE(read_launch_env(Env{{"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "7"}}).rank);  // salloc, no srun
+
   // Open MPI before Slurm (mpirun inside an allocation).
   env = slurm_env();
   env.insert({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
