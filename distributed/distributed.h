@@ -5,6 +5,7 @@
 #include "distributed/data_parallel.h"
 #include "distributed/error.h"
 #include "distributed/init.h"
+#include "distributed/launch_env.h"
 #include "distributed/process_group.h"
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_nccl.h"

@@ -1,9 +1,11 @@
 #include "distributed/init.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
 #include "distributed/error.h"
+#include "distributed/launch_env.h"
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_nccl.h"
 #include "distributed/tcp_store.h"
@@ -28,41 +30,12 @@ DefaultGroup& state() {
 constexpr const char* kEnvHelp =
     " (a launcher sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE for every process; see docs/distributed.md)";
 
-// The first of names that is set, or nullptr.
-const char* env(std::initializer_list<const char*> names, std::string& which) {
-  for (const char* name : names) {
-    if (const char* v = std::getenv(name)) {
-      which = name;
-      return v;
-    }
-  }
-  return nullptr;
-}
-
-std::string env_string(std::initializer_list<const char*> names) {
-  std::string which;
-  const char* v = env(names, which);
-  if (v == nullptr || *v == '\0') {
-    throw DistributedError(std::string("init_process_group: the environment variable ") + *names.begin() +
-                           " is not set" + kEnvHelp);
-  }
-  return v;
-}
-
-int env_int(std::initializer_list<const char*> names, std::optional<int> fallback = std::nullopt) {
-  std::string which;
-  const char* v = env(names, which);
-  if (v == nullptr && fallback) return *fallback;
-  if (v == nullptr) {
-    throw DistributedError(std::string("init_process_group: the environment variable ") + *names.begin() +
-                           " is not set" + kEnvHelp);
-  }
-  char* end = nullptr;
-  long value = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || value < 0 || value > (1 << 30)) {
-    throw DistributedError("init_process_group: " + which + "='" + v + "' is not a non-negative integer");
-  }
-  return int(value);
+template <typename T>
+T required(const std::optional<T>& option, const std::optional<T>& env, const char* name) {
+  if (option) return *option;
+  if (env) return *env;
+  throw DistributedError(std::string("init_process_group: the environment variable ") + name + " is not set" +
+                         kEnvHelp);
 }
 
 ProcessGroup& group_locked(DefaultGroup& s) {
@@ -92,26 +65,38 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   std::lock_guard<std::mutex> lock(s.mutex);
   LOOM_CHECK(s.group == nullptr, DistributedError,
              "init_process_group: the default process group exists already (destroy_process_group() first)");
-  int rank = options.rank_ ? *options.rank_ : env_int({"RANK", "OMPI_COMM_WORLD_RANK"});
-  int world_size = options.world_size_ ? *options.world_size_ : env_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
-  std::string addr = options.master_addr_ ? *options.master_addr_ : env_string({"MASTER_ADDR"});
-  int port = options.master_port_ ? *options.master_port_ : env_int({"MASTER_PORT"});
-  int local_env = env_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, -1);  // -1: not set
-  int local_rank = local_env >= 0 ? local_env : rank;
+  LaunchEnv env = read_launch_env();
+  int rank = required(options.rank_, env.rank, "RANK");
+  int world_size = required(options.world_size_, env.world_size, "WORLD_SIZE");
+  std::string addr = required(options.master_addr_, env.master_addr, "MASTER_ADDR");
+  int port = required(options.master_port_, env.master_port, "MASTER_PORT");
+  bool local_known = env.sources.at("local_rank") != "rank";  // else LOCAL_RANK defaults to RANK
+  int local_rank = local_known ? env.local_rank : rank;
   LOOM_CHECK(world_size >= 1 && rank < world_size, DistributedError, "init_process_group: rank ", rank,
              " is not in [0, ", world_size, ") (RANK and WORLD_SIZE)");
   LOOM_CHECK(port >= 1 && port <= 65535, DistributedError, "init_process_group: MASTER_PORT ", port,
              " is not in [1, 65535]");
+  bool announce = options.print_environment_ && rank == 0;
+  if (announce) std::fprintf(stderr, "loom.distributed: %s\n", env.describe().c_str());
+  auto start = std::chrono::steady_clock::now();
 
-  auto store = std::make_shared<TCPStore>(addr, port, rank == 0, options.timeout_);
+  // Under torchrun the agent serves the store already: every rank joins it, under the keys
+  // of this attempt (as PyTorch's workers do), so a restarted job starts afresh.
+  bool agent = env.use_agent_store && !options.master_addr_ && !options.master_port_;
+  std::string prefix = agent ? "/worker/attempt_" + std::to_string(env.restart_count) + "/" : "";
+  auto store = std::make_shared<TCPStore>(addr, port, rank == 0 && !agent, options.timeout_, prefix);
   if (backend == "nccl") {  // one GPU per rank: cuda:LOCAL_RANK, else the current device
     s.group = std::make_unique<ProcessGroupNCCL>(std::move(store), rank, world_size,
-                                                 ProcessGroupNCCLOptions().timeout(options.timeout_).device(local_env));
+                                                 ProcessGroupNCCLOptions().timeout(options.timeout_).device(local_known ? local_rank : -1));
   } else {
     s.group = std::make_unique<ProcessGroupGloo>(std::move(store), rank, world_size,
                                                  gloo_options(options));
   }
   s.local_rank = local_rank;
+  if (announce) {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    std::fprintf(stderr, "loom.distributed: rendezvous took %.3f s\n", took.count());
+  }
 }
 
 bool is_initialized() {

@@ -1,7 +1,9 @@
 // init_process_group: the default process group of a job, set up from the environment a
-// launcher gives each process (PyTorch's names):
+// launcher gives each process: torchrun's, Slurm's, Open MPI's or Kubeflow's, read by
+// read_launch_env (distributed/launch_env.h, Note [launch precedence]). PyTorch's names:
 //
-//   MASTER_ADDR, MASTER_PORT   where rank 0 serves the rendezvous store (Note [rendezvous])
+//   MASTER_ADDR, MASTER_PORT   where rank 0 serves the rendezvous store (Note [rendezvous]),
+//                              or torchrun's agent does (TORCHELASTIC_USE_AGENT_STORE=True)
 //   RANK, WORLD_SIZE           this process's rank in [0, WORLD_SIZE); Open MPI's mpirun
 //                              sets OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE instead
 //   LOCAL_RANK                 the rank on this machine (OMPI_COMM_WORLD_LOCAL_RANK);
@@ -31,12 +33,14 @@ struct InitOptions {
   std::chrono::milliseconds timeout_ = std::chrono::minutes(30);  // rendezvous and each collective
   std::optional<int> rank_, world_size_, master_port_;
   std::optional<std::string> master_addr_;
+  bool print_environment_ = false;  // rank 0 prints what the launcher set, and where it read it
 
   InitOptions& timeout(std::chrono::milliseconds t) { timeout_ = t; return *this; }
   InitOptions& rank(int r) { rank_ = r; return *this; }
   InitOptions& world_size(int n) { world_size_ = n; return *this; }
   InitOptions& master_addr(std::string a) { master_addr_ = std::move(a); return *this; }
   InitOptions& master_port(int p) { master_port_ = p; return *this; }
+  InitOptions& print_environment(bool on) { print_environment_ = on; return *this; }
 };
 
 // Sets up the default group: "gloo" (CPU tensors) or "nccl" (CUDA tensors, one GPU per rank:

@@ -22,6 +22,7 @@
 #include <gloo/types.h>
 
 #include "core/half.h"
+#include "distributed/arrivals.h"
 #include "distributed/error.h"
 #include "distributed/rendezvous.h"
 
@@ -90,6 +91,7 @@ gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
 
 struct ProcessGroupGloo::Impl {
   std::shared_ptr<TCPStore> store;
+  std::unique_ptr<Arrivals> arrivals;
   std::shared_ptr<gloo::rendezvous::Context> context;
   std::chrono::milliseconds timeout;
   int size = 1;
@@ -118,16 +120,20 @@ struct ProcessGroupGloo::Impl {
   }
 
   // Queues fn(tag) as the collective op; Gloo's errors come out of wait() as DistributedError.
+  // The error names the collective, its number and the ranks that never entered it (Note
+  // [who did not arrive], distributed/arrivals.h).
   std::shared_ptr<Work> enqueue(std::string op, std::function<void(uint32_t)> fn) {
     std::lock_guard<std::mutex> lock(mutex);
     uint32_t tag = next_tag++;
-    std::packaged_task<void()> task([op = std::move(op), fn = std::move(fn), tag] {
+    std::packaged_task<void()> task([this, op = std::move(op), fn = std::move(fn), tag] {
+      arrivals->enter(tag);
       try {
         fn(tag);
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {
-        throw DistributedError(op + " (gloo) failed: " + e.what());
+        throw DistributedError(op + " #" + std::to_string(tag) + " (gloo, timeout " + std::to_string(timeout.count()) +
+                               " ms) failed: " + e.what() + "; " + arrivals->missing(tag));
       }
     });
     auto work = std::make_shared<Work>(task.get_future().share());
@@ -188,6 +194,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<TCPStore> store, int rank, in
   TCPStore& s = *impl_->store;
 
   join_group(s, "loom", "ProcessGroupGloo", rank, size);  // Note [rendezvous], steps 1 and 2
+  impl_->arrivals = std::make_unique<Arrivals>(impl_->store, "loom/gloo", rank, size);
 
   // Step 3: Gloo connects every pair of ranks.
   gloo::transport::tcp::attr attr;

@@ -1,8 +1,9 @@
 // TCPStore: the small key-value store the ranks of a process group meet in.
 //
 // Note [rendezvous]
-// Rank 0 serves the store on MASTER_ADDR:MASTER_PORT (one thread per connected rank);
-// every rank, rank 0 included, is a client of it. The process group then uses it once, to
+// Rank 0 serves the store on MASTER_ADDR:MASTER_PORT (one thread per connected rank), or,
+// under torchrun (TORCHELASTIC_USE_AGENT_STORE=True), torchrun's agent does; every rank,
+// rank 0 included, is a client of it. The process group then uses it once, to
 // set up its connections:
 //   1. each rank adds 1 to "rank/<r>": a count above 1 means two processes claimed rank r
 //      (DistributedError, "duplicate rank");
@@ -14,8 +15,9 @@
 // DistributedError naming the key or the address: a wrong MASTER_PORT or a rank that
 // never comes fails, it never hangs.
 //
-// The wire format is private to this file's implementation: a request is an opcode, a
-// length-prefixed key and an operand; the server answers each request in order.
+// The store speaks PyTorch's c10d TCPStore protocol (Note [c10d wire format],
+// distributed/c10d_protocol.h): a Loom rank can be a client of torchrun's agent store
+// (TORCHELASTIC_USE_AGENT_STORE=True) and a PyTorch process a client of Loom's.
 #pragma once
 
 #include <chrono>
@@ -25,14 +27,17 @@
 #include <string>
 #include <vector>
 
+#include "distributed/tcp_store_server.h"
+
 namespace loom::distributed {
 
 class TCPStore {
  public:
   // is_master: serve the store on port (0: any free port, see port()) before connecting.
-  // Clients retry connecting until timeout, so ranks may start in any order.
+  // Clients retry connecting until timeout, so ranks may start in any order. prefix goes
+  // before every key (PyTorch's PrefixStore), e.g. "/worker/attempt_0/" in torchrun's store.
   TCPStore(std::string host, int port, bool is_master,
-           std::chrono::milliseconds timeout = std::chrono::seconds(300));
+           std::chrono::milliseconds timeout = std::chrono::seconds(300), std::string prefix = "");
   ~TCPStore();
   TCPStore(const TCPStore&) = delete;
   TCPStore& operator=(const TCPStore&) = delete;
@@ -45,6 +50,14 @@ class TCPStore {
   // Blocks until every key is set, at most timeout (all keys together).
   void wait(const std::vector<std::string>& keys);
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Whether every key is set, at once.
+  bool check(const std::vector<std::string>& keys);
+  // Sets key to desired if it holds expected (or is absent and expected is empty); returns
+  // the value it holds then.
+  std::vector<char> compare_set(const std::string& key, const std::vector<char>& expected,
+                                const std::vector<char>& desired);
+  // The key on the wire: "/" + prefix + key ("/" as PyTorch's client puts before every key).
+  std::string wire_key(const std::string& key) const { return "/" + prefix_ + key; }
 
   const std::string& host() const { return host_; }
   int port() const { return port_; }
@@ -52,18 +65,18 @@ class TCPStore {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
-  class Server;
-  // Sends one request and returns the reply's bytes; waited: how long the server may take
-  // (a get's own timeout), for the error message and the client's own deadline.
-  std::vector<char> request(char op, const std::string& key, const std::vector<char>& operand,
-                            std::chrono::milliseconds waited);
+  void connect(std::chrono::steady_clock::time_point deadline);
+  void send(const std::vector<char>& bytes, const std::string& what);
+  void wait_locked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  [[noreturn]] void lost(const std::string& what) const;
 
   std::string host_;
   int port_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<Server> server_;  // rank 0 only
-  int fd_ = -1;                     // this client's connection to the server
-  std::mutex mutex_;                // one request at a time on fd_
+  std::string prefix_;
+  std::unique_ptr<TCPStoreServer> server_;  // rank 0 only
+  int fd_ = -1;                             // this client's connection to the server
+  std::mutex mutex_;                        // one request at a time on fd_
 };
 
 }  // namespace loom::distributed

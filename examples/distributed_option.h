@@ -2,9 +2,10 @@
 // under the launcher (docs/distributed.md):
 //
 //   loomrun --nproc-per-node 2 build/cpu/examples/text_classification --distributed
+//   torchrun --nproc-per-node 2 --no-python build/cpu/examples/text_classification --distributed
 //
 //   examples::DistributedOption dist;  dist.add_to(app);
-//   dist.init(device);          // init_process_group from loomrun's environment; cuda:LOCAL_RANK
+//   dist.init(device);          // init_process_group from the launcher's environment; cuda:LOCAL_RANK
 //   auto loader = examples::text_loader(..., dist.shard());   // this rank's share
 //   dist.sum(values);           // totals over the ranks, for the metrics
 //   if (dist.is_main()) save_checkpoint(...);  dist.barrier();
@@ -33,13 +34,16 @@ struct DistributedOption {
 
   void add_to(CLI::App& app) {
     app.add_flag("--distributed", enabled,
-                 "data-parallel over the ranks loomrun starts (gloo on the CPU, nccl on GPUs)");
+                 "data-parallel over the ranks a launcher starts: loomrun, torchrun, srun, mpirun "
+                 "(gloo on the CPU, nccl on GPUs)");
   }
   // Joins the job (gloo for the CPU, nccl for CUDA) and moves a CUDA device to this rank's
   // GPU (LOCAL_RANK), one GPU per rank.
   void init(loom::Device& device) const {
     if (!enabled) return;
-    loom::distributed::init_process_group(device.is_cuda() ? "nccl" : "gloo");
+    // Rank 0 prints on stderr what the launcher set and where it was read.
+    loom::distributed::init_process_group(device.is_cuda() ? "nccl" : "gloo",
+                                          loom::distributed::InitOptions().print_environment(true));
     if (device.is_cuda()) device = loom::Device(loom::DeviceType::CUDA, loom::distributed::get_local_rank());
     if (!is_main()) std::freopen("/dev/null", "w", stdout);
   }

@@ -241,7 +241,9 @@ TEST_CASE("ProcessGroupGloo: a collective a peer never joins fails from wait()",
   Tensor t = tensor<float>({1, 2});
   auto start = Clock::now();
   auto work = j0.group->all_reduce(t);  // rank 1 never calls it
-  require_throws_with<DistributedError>([&] { work->wait(); }, {"all_reduce (gloo) failed"});
+  require_throws_with<DistributedError>([&] { work->wait(); },
+                                        {"all_reduce #0 (gloo, timeout 500 ms) failed",
+                                         "rank 1 did not arrive (last collective entered: none)"});
   CHECK(work->is_completed());
   CHECK(seconds_since(start) < 5.0);
 }
@@ -274,4 +276,21 @@ TEST_CASE("ProcessGroupGloo: argument errors name the op, the shapes and the dty
   Tensor out = zeros({2}, TensorOptions(kFloat16));
   group.reduce_scatter(out, {tensor<float>({3, 4}).to(kFloat16)}, ReduceOp::MIN)->wait();
   CHECK(out.to_vector<float>() == std::vector<float>{3, 4});
+}
+
+TEST_CASE("init_process_group: under torchrun every rank joins the agent's store", "[distributed]") {
+  // The test's store plays torchrun's agent, serving on MASTER_PORT: rank 0 must join it
+  // (serving a second store on that port would fail to bind), under this attempt's keys.
+  TCPStore agent("127.0.0.1", 0, true, milliseconds(5000));
+  std::string port = std::to_string(agent.port());
+  ScopedEnv env({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port.c_str()}, {"RANK", "0"}, {"WORLD_SIZE", "1"},
+                 {"LOCAL_RANK", "0"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
+                 {"TORCHELASTIC_RUN_ID", "test"}, {"OMPI_COMM_WORLD_RANK", nullptr}, {"OMPI_COMM_WORLD_SIZE", nullptr}});
+  init_process_group("gloo", InitOptions().timeout(milliseconds(5000)));
+  CHECK(agent.check({"/worker/attempt_2/loom/rank/0", "/worker/attempt_2/loom/world_size"}));
+  CHECK_FALSE(agent.check({"loom/rank/0"}));
+  Tensor t = tensor<float>({1, 2});
+  all_reduce(t)->wait();
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 2});
+  destroy_process_group();
 }

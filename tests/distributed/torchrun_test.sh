@@ -1,0 +1,49 @@
+#!/bin/sh
+# The torchrun CTest test: the flagship under PyTorch's torchrun trains exactly as under
+# loomrun. torchrun's agent serves the store on MASTER_PORT and tells the workers so
+# (TORCHELASTIC_USE_AGENT_STORE=True); Loom's ranks join it over c10d's protocol. Both runs
+# must end with the same weights_crc32c on both ranks, and the rendezvous (the process
+# group's set-up, as rank 0 prints it) take under 1 s.
+#   torchrun_test.sh LOOMRUN FLAGSHIP WORKDIR
+# Needs PyTorch 2.x (LOOM_TORCH_PYTHON, else /usr/bin/python3): skipped (exit 77) without it.
+set -eu
+loomrun=$1
+flagship=$2
+dir=$3
+py=${LOOM_TORCH_PYTHON:-/usr/bin/python3}
+rm -rf "$dir" && mkdir -p "$dir"
+
+version=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) ||
+  { echo "torchrun: skipped: no PyTorch for $py (set LOOM_TORCH_PYTHON to a Python with PyTorch 2.x)"; exit 77; }
+case $version in
+  0.*|1.*) echo "torchrun: skipped: PyTorch $version at $py: its agent store speaks the pre-2.x protocol" \
+                "(set LOOM_TORCH_PYTHON to a Python with PyTorch 2.x)"; exit 77 ;;
+esac
+echo "PyTorch $version ($py)"
+
+crc() { sed -n 's/.*"weights_crc32c":\([0-9.]*\).*/\1/p' "$1"; }
+args="--distributed --threads 1 --workers 0 --train-limit 256 --epochs 2 --batch-size 16"
+
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck disable=SC2086
+timeout 240 "$py" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 \
+  --master-port "$port" --no-python \
+  "$flagship" $args --out "$dir/torchrun" > "$dir/torchrun.log" 2>&1 ||
+  { cat "$dir/torchrun.log"; echo "FAIL: the run under torchrun"; exit 1; }
+grep -q 'launched by torchrun: rank 0 (RANK) of 2 (WORLD_SIZE)' "$dir/torchrun.log" &&
+  grep -q "torchrun's agent store" "$dir/torchrun.log" ||
+  { cat "$dir/torchrun.log"; echo "FAIL: rank 0 did not report torchrun's environment"; exit 1; }
+# shellcheck disable=SC2086
+timeout 240 "$loomrun" --standalone --nproc-per-node 2 "$flagship" $args --out "$dir/loomrun" \
+  > "$dir/loomrun.log" 2>&1 || { cat "$dir/loomrun.log"; echo "FAIL: the run under loomrun"; exit 1; }
+
+t0=$(crc "$dir/torchrun/text_classification_summary.json")
+t1=$(crc "$dir/torchrun/rank1/text_classification_summary.json")
+l0=$(crc "$dir/loomrun/text_classification_summary.json")
+echo "weights_crc32c: torchrun rank 0 $t0, rank 1 $t1; loomrun $l0"
+[ -n "$t0" ] && [ "$t0" = "$t1" ] && [ "$t0" = "$l0" ] ||
+  { echo "FAIL: torchrun's and loomrun's runs end with different weights"; exit 1; }
+rdzv=$(sed -n 's/.*rendezvous took \([0-9.]*\) s.*/\1/p' "$dir/torchrun.log")
+echo "rendezvous under torchrun: $rdzv s"
+awk -v t="$rdzv" 'BEGIN { exit !(t != "" && t < 1.0) }' || { echo "FAIL: the rendezvous took 1 s or more"; exit 1; }
+echo "PASS"

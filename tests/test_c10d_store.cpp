@@ -1,0 +1,260 @@
+// Loom's TCPStore against c10d's wire protocol, byte for byte (Note [c10d wire format]):
+// the server answers requests written out by hand here as PyTorch 2.x's client sends them,
+// and the client sends exactly those bytes to a scripted server. The exchange with a real
+// PyTorch is the CTest torch_store (tests/distributed/torch_store_test.py).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <sstream>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "distributed/error.h"
+#include "distributed/socket.h"
+#include "distributed/tcp_store.h"
+#include "test_util.h"
+
+using namespace loom::distributed;
+using loom::test::require_throws_with;
+using std::chrono::milliseconds;
+using Bytes = std::vector<unsigned char>;
+
+namespace {
+
+// "01 2f 6b" -> the bytes; "u64:2" and "i64:-2" are 8 little-endian bytes, "s:/k" the characters.
+Bytes hex(const std::string& text) {
+  Bytes out;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    if (word.rfind("u64:", 0) == 0 || word.rfind("i64:", 0) == 0) {
+      uint64_t v = word[0] == 'u' ? std::stoull(word.substr(4)) : uint64_t(std::stoll(word.substr(4)));
+      for (int i = 0; i < 8; ++i) out.push_back((v >> (8 * i)) & 0xff);
+    } else if (word.rfind("s:", 0) == 0) {
+      out.insert(out.end(), word.begin() + 2, word.end());
+    } else {
+      out.push_back(static_cast<unsigned char>(std::stoul(word, nullptr, 16)));
+    }
+  }
+  return out;
+}
+
+std::string dump(const Bytes& b) {
+  std::ostringstream s;
+  for (unsigned char c : b) s << std::hex << (c < 16 ? "0" : "") << int(c) << ' ';
+  return s.str();
+}
+
+// A raw client: sends bytes, reads a given number back (empty on EOF or after 5 s).
+class RawClient {
+ public:
+  explicit RawClient(int port) {
+    std::string why;
+    fd_ = net::try_connect("127.0.0.1", port, net::Clock::now() + std::chrono::seconds(5), why);
+    REQUIRE(fd_ >= 0);
+  }
+  ~RawClient() { ::close(fd_); }
+  void send(const Bytes& b) { REQUIRE(net::send_all(fd_, b.data(), b.size())); }
+  Bytes read(size_t n) {
+    Bytes b(n);
+    auto deadline = net::Clock::now() + std::chrono::seconds(5);
+    if (!net::recv_all(fd_, b.data(), n, &deadline)) return {};
+    return b;
+  }
+  // Whether the server closed the connection (reads EOF within 5 s).
+  bool closed() {
+    unsigned char c;
+    auto deadline = net::Clock::now() + std::chrono::seconds(5);
+    return !net::recv_all(fd_, &c, 1, &deadline) && net::Clock::now() < deadline;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+const char* kHello = "00 ce f7 85 3c";  // VALIDATE, the magic number 0x3C85F7CE
+
+}  // namespace
+
+TEST_CASE("TCPStore server: answers c10d's requests byte for byte", "[c10d_store]") {
+  TCPStore master("127.0.0.1", 0, true, milliseconds(5000));
+  RawClient c(master.port());
+  c.send(hex(kHello));
+  c.send(hex("0d 04 03 02 01"));  // PING 0x01020304
+  CHECK(c.read(4) == hex("04 03 02 01"));
+
+  c.send(hex("01 u64:2 s:/k u64:2 s:hi"));  // SET "/k" = "hi"; no answer
+  c.send(hex("03 u64:2 s:/k"));             // GET "/k"
+  CHECK(c.read(10) == hex("u64:2 s:hi"));
+  CHECK(master.get("k") == std::vector<char>{'h', 'i'});  // Loom's key "k" is "/k" on the wire
+
+  c.send(hex("04 u64:2 s:/n i64:5"));  // ADD "/n" 5
+  CHECK(c.read(8) == hex("i64:5"));
+  c.send(hex("04 u64:2 s:/n i64:-7"));
+  CHECK(c.read(8) == hex("i64:-2"));
+  c.send(hex("03 u64:2 s:/n"));  // a counter is decimal text
+  CHECK(c.read(10) == hex("u64:2 s:-2"));
+  CHECK(master.add("n", 3) == 1);
+
+  c.send(hex("05 u64:2 u64:2 s:/k u64:2 s:/x"));  // CHECK "/k", "/x"
+  CHECK(c.read(1) == hex("01"));                  // NOT_READY
+  c.send(hex("05 u64:1 u64:2 s:/k"));
+  CHECK(c.read(1) == hex("00"));                  // READY
+
+  c.send(hex("06 u64:1 u64:2 s:/k"));  // WAIT for a key that is set
+  CHECK(c.read(1) == hex("00"));       // STOP_WAITING
+  c.send(hex("06 u64:1 u64:2 s:/w"));  // WAIT for one that comes later
+  auto later = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    master.set("w", {'1'});
+  });
+  CHECK(c.read(1) == hex("00"));
+  later.get();
+  c.send(hex("06 u64:1 u64:2 s:/x"));  // WAIT, then cancelled
+  c.send(hex("0c"));                   // CANCEL_WAIT
+  CHECK(c.read(1) == hex("01"));       // WAIT_CANCELED
+
+  c.send(hex("02 u64:2 s:/k u64:2 s:hi u64:2 s:ho"));  // COMPARE_SET "/k": "hi" -> "ho"
+  CHECK(c.read(10) == hex("u64:2 s:ho"));
+  c.send(hex("02 u64:2 s:/k u64:2 s:hi u64:2 s:no"));  // expected value differs: unchanged
+  CHECK(c.read(10) == hex("u64:2 s:ho"));
+  c.send(hex("02 u64:2 s:/c u64:0 u64:1 s:y"));        // absent and expected empty: set
+  CHECK(c.read(9) == hex("u64:1 s:y"));
+
+  c.send(hex("0b u64:2 u64:2 s:/a u64:1 s:A u64:2 s:/b u64:1 s:B"));  // MULTI_SET
+  c.send(hex("0a u64:2 u64:2 s:/b u64:2 s:/a"));                      // MULTI_GET
+  CHECK(c.read(18) == hex("u64:1 s:B u64:1 s:A"));
+  c.send(hex("09 u64:2 s:/a u64:1 s:+"));  // APPEND
+  c.send(hex("07"));                       // GETNUMKEYS: /k /n /w /c /a /b
+  CHECK(c.read(8) == hex("i64:6"));
+  c.send(hex("08 u64:2 s:/a"));  // DELETE_KEY
+  CHECK(c.read(8) == hex("i64:1"));
+  c.send(hex("08 u64:2 s:/a"));
+  CHECK(c.read(8) == hex("i64:0"));
+
+  c.send(hex("03 u64:2 s:/x"));  // GET of a key that is absent: the server drops the client
+  CHECK(c.closed());
+}
+
+TEST_CASE("TCPStore server: drops a client that does not VALIDATE first, or sends garbage", "[c10d_store]") {
+  TCPStore master("127.0.0.1", 0, true, milliseconds(5000));
+  for (const char* first : {"01 u64:2 s:/k u64:1 s:v",  // SET before VALIDATE (PyTorch 1.x's first bytes)
+                            "00 de ad be ef",           // VALIDATE with a wrong magic number
+                            "47 45 54 20 2f"}) {         // "GET /": an HTTP client
+    RawClient c(master.port());
+    c.send(hex(first));
+    INFO(first);
+    CHECK(c.closed());
+  }
+  RawClient c(master.port());
+  c.send(hex(kHello));
+  c.send(hex("ff"));  // an unknown query
+  CHECK(c.closed());
+  RawClient big(master.port());
+  big.send(hex(kHello));
+  big.send(hex("01 u64:1000000000000"));  // a key length no client sends
+  CHECK(big.closed());
+  CHECK(master.check({}) == true);  // the server still serves
+}
+
+namespace {
+
+// A scripted server: accepts one client, then for each step reads exactly `expect` (the
+// PING's nonce, which is the client's pid, is echoed) and writes `reply`.
+struct Step {
+  std::string expect, reply;
+};
+
+class ScriptedServer {
+ public:
+  explicit ScriptedServer(std::vector<Step> steps) {
+    std::string why;
+    listen_fd_ = net::listen_on(port_, why);
+    REQUIRE(listen_fd_ >= 0);
+    done_ = std::async(std::launch::async, [this, steps] { return run(steps); });
+  }
+  ~ScriptedServer() { ::close(listen_fd_); }
+  int port() const { return port_; }
+  // "" when every step matched, else what differed.
+  std::string result() { return done_.get(); }
+
+ private:
+  std::string run(const std::vector<Step>& steps) {
+    int fd = ::accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) return "accept failed";
+    auto deadline = net::Clock::now() + std::chrono::seconds(10);
+    Bytes hello(10);
+    if (!net::recv_all(fd, hello.data(), hello.size(), &deadline)) return "no VALIDATE + PING";
+    if (Bytes(hello.begin(), hello.begin() + 6) != hex(std::string(kHello) + " 0d")) return "hello: " + dump(hello);
+    net::send_all(fd, hello.data() + 6, 4);  // the nonce back
+    std::string failure;
+    for (const Step& s : steps) {
+      Bytes want = hex(s.expect), got(want.size());
+      if (!net::recv_all(fd, got.data(), got.size(), &deadline) || got != want) {
+        failure = "expected " + dump(want) + "got " + dump(got);
+        break;
+      }
+      Bytes reply = hex(s.reply);
+      net::send_all(fd, reply.data(), reply.size());
+    }
+    ::close(fd);
+    return failure;
+  }
+  int listen_fd_ = -1, port_ = 0;
+  std::future<std::string> done_;
+};
+
+}  // namespace
+
+TEST_CASE("TCPStore client: sends c10d's requests byte for byte", "[c10d_store]") {
+  ScriptedServer server({
+      {"01 u64:2 s:/k u64:2 s:hi", ""},                          // set
+      {"04 u64:2 s:/n i64:5", "i64:12"},                          // add
+      {"06 u64:1 u64:2 s:/k", "00"},                              // get: WAIT ...
+      {"03 u64:2 s:/k", "u64:3 s:abc"},                           // ... then GET
+      {"05 u64:2 u64:2 s:/k u64:2 s:/z", "01"},                   // check
+      {"02 u64:2 s:/k u64:2 s:hi u64:2 s:ho", "u64:2 s:ho"},      // compare_set
+      {"06 u64:2 u64:2 s:/k u64:2 s:/x", ""},                     // wait: no answer, so ...
+      {"0c", "01"},                                               // ... CANCEL_WAIT after the timeout
+      {"05 u64:1 u64:2 s:/k", "00"},                              // which keys are missing
+      {"05 u64:1 u64:2 s:/x", "01"},
+  });
+  {
+    TCPStore store("127.0.0.1", server.port(), false, milliseconds(3000));
+    store.set("k", {'h', 'i'});
+    CHECK(store.add("n", 5) == 12);
+    CHECK(store.get("k") == std::vector<char>{'a', 'b', 'c'});
+    CHECK_FALSE(store.check({"k", "z"}));
+    CHECK(store.compare_set("k", {'h', 'i'}, {'h', 'o'}) == std::vector<char>{'h', 'o'});
+    require_throws_with<DistributedError>([&] { store.wait({"k", "x"}, milliseconds(200)); },
+                                          {"timed out after 200 ms waiting for key 'x'"});
+  }
+  CHECK(server.result() == "");
+}
+
+TEST_CASE("TCPStore client: a prefix goes between c10d's '/' and the key", "[c10d_store]") {
+  // init_process_group's prefix under torchrun: PyTorch's workers' PrefixStore("/worker/attempt_0").
+  ScriptedServer server(std::vector<Step>{{"01 u64:20 s://worker/attempt_0/k u64:0", ""}});
+  {
+    TCPStore store("127.0.0.1", server.port(), false, milliseconds(3000), "/worker/attempt_0/");
+    store.set("k", {});
+  }
+  CHECK(server.result() == "");
+}
+
+TEST_CASE("TCPStore client: a server that never answers the PING is a DistributedError", "[c10d_store]") {
+  // A listener that accepts and stays silent, as PyTorch 1.x's server does after VALIDATE's bytes.
+  int port = 0;
+  std::string why;
+  int fd = net::listen_on(port, why);
+  REQUIRE(fd >= 0);
+  auto start = net::Clock::now();
+  require_throws_with<DistributedError>([&] { TCPStore("127.0.0.1", port, false, milliseconds(500)); },
+                                        {"does not answer c10d's VALIDATE and PING", "PyTorch 1.x"});
+  CHECK(net::Clock::now() - start < std::chrono::seconds(3));
+  ::close(fd);
+}
