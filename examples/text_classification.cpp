@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
     optim::StateDict stopper_state;  // the stopper's state in the training checkpoint
     const auto training_checkpoint = [&](int64_t step, int64_t epoch) {
       stopper_state = stopper.state_dict();
-      return optim::Checkpoint{model.get(), &optimizer, &scheduler, step, epoch, &scaler, &stopper_state};
+      return optim::Checkpoint{model.get(), &optimizer, &scheduler, step, epoch, &scaler, &stopper_state,
+                               [&](const optim::StateDict& s) { if (!s.empty()) stopper.check_state_dict(s); }};
     };
 
     int64_t start_epoch = 0, step = 0;
