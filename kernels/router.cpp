@@ -403,6 +403,23 @@ void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, co
   slot(backend_for(device, op), &Backend::unscale_grads, op)(grads, found_inf, inv_scale);
 }
 
+void multi_tensor_norm(const std::vector<Tensor>& tensors, double p, const Tensor& out) {
+  const char* op = "multi_tensor_norm";
+  LOOM_CHECK(p > 0, ValueError, op, ": the norm's order p must be positive, got ", p);
+  LOOM_CHECK(out.defined() && out.dtype() == kFloat64 && out.dim() == 0, ValueError, op,
+             ": out must be a () float64 tensor, got ",
+             out.defined() ? shape_str(out.sizes()) + " " + dtype_name(out.dtype()) : std::string("an undefined tensor"));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    LOOM_CHECK(t.defined() && t.is_floating_point() && t.is_contiguous(), ValueError, op, ": tensor ", i,
+               " must be contiguous and floating point, got ",
+               t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) : std::string("an undefined tensor"));
+    LOOM_CHECK(t.device() == out.device(), DeviceError, op, ": tensor ", i, " is on ", t.device(), " but out is on ",
+               out.device());
+  }
+  slot(backend_for(out.device(), op), &Backend::multi_tensor_norm, op)(tensors, p, out);
+}
+
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                   double growth_factor, double backoff_factor, int64_t growth_interval) {
   const char* op = "update_scale";
