@@ -16,6 +16,7 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 
+#include "autograd/activation_checkpoint.h"
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
