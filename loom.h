@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/build_info.h"
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "core/factories.h"
 #include "core/generator.h"

@@ -1,6 +1,7 @@
 // The device-neutral kernel entry points of kernels/kernels.h (Note [kernel routing] in
 // kernels/backend.h): each checks what holds on every device — its operands share one
 // device, above all — once, and calls that device's backend.
+#include "core/deterministic.h"
 #include "kernels/backend.h"
 #include "kernels/recorded_kernel.h"
 #include "kernels/rnn_layer_check.h"
@@ -258,6 +259,10 @@ void cudnn_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 std::string attention_refusal(SDPBackend backend, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& bias, bool causal, double dropout_p, bool needs_backward) {
   const Backend& b = backend_for(q.device(), "scaled_dot_product_attention");
+  // Loom's fused CUDA backward adds dq with atomics, cuDNN's (without its deterministic
+  // algorithm, which Loom does not ask for) may too: MATH then (Note [deterministic algorithms]).
+  if (backend != SDPBackend::MATH && q.is_cuda() && needs_backward && are_deterministic_algorithms_enabled())
+    return "its backward is not deterministic, and deterministic algorithms are on";
   if (backend == SDPBackend::FLASH_ATTENTION) {
     if (b.attention_forward == nullptr || b.attention_backward == nullptr)
       return ::loom::detail::str("the ", b.name, " backend has no fused attention kernels");
