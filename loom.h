@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/build_info.h"
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "core/factories.h"
 #include "core/generator.h"
@@ -16,6 +17,7 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 
+#include "autograd/activation_checkpoint.h"
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"

@@ -153,5 +153,27 @@ std::vector<Tensor> cast_recurrent_inputs(const char* op, std::vector<Tensor> in
   return cast;
 }
 
+Snapshot snapshot() {
+  const bool on = state.suspended == 0;
+  return {on && state.cpu.enabled, on && state.cuda.enabled, state.cpu.dtype, state.cuda.dtype};
+}
+
+RestoreGuard::RestoreGuard(const Snapshot& s)
+    : previous_{state.cpu.enabled, state.cuda.enabled, state.cpu.dtype, state.cuda.dtype},
+      previous_cache_enabled_(state.cache_enabled),
+      previous_suspended_(state.suspended) {
+  state.cpu = {s.cpu_enabled, s.cpu_dtype};
+  state.cuda = {s.cuda_enabled, s.cuda_dtype};
+  state.cache_enabled = false;
+  state.suspended = 0;
+}
+
+RestoreGuard::~RestoreGuard() {
+  state.cpu = {previous_.cpu_enabled, previous_.cpu_dtype};
+  state.cuda = {previous_.cuda_enabled, previous_.cuda_dtype};
+  state.cache_enabled = previous_cache_enabled_;
+  state.suspended = previous_suspended_;
+}
+
 }  // namespace autocast
 }  // namespace loom

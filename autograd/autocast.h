@@ -82,4 +82,28 @@ class SuspendGuard {
   SuspendGuard& operator=(const SuspendGuard&) = delete;
 };
 
+// This thread's autocast state as ops see it now (off while suspended), to run code later
+// as it ran now: loom::checkpoint recomputes a segment under its forward's state, inside a
+// backward that suspends autocast.
+struct Snapshot {
+  bool cpu_enabled = false, cuda_enabled = false;
+  DType cpu_dtype = kBFloat16, cuda_dtype = kFloat16;
+};
+Snapshot snapshot();
+
+// While alive, autocast is as `s` says on this thread (a suspension lifted), casting
+// parameters without the cache (the recomputation's casts are its own); then as before.
+class RestoreGuard {
+ public:
+  explicit RestoreGuard(const Snapshot& s);
+  ~RestoreGuard();
+  RestoreGuard(const RestoreGuard&) = delete;
+  RestoreGuard& operator=(const RestoreGuard&) = delete;
+
+ private:
+  Snapshot previous_;
+  bool previous_cache_enabled_;
+  int previous_suspended_;
+};
+
 }  // namespace loom::autocast

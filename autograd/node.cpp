@@ -17,9 +17,13 @@ int64_t new_hook_handle() { return next_hook_handle.fetch_add(1); }
 
 SavedVariable::SavedVariable(const Tensor& t, const char* op_name) : op_name_(op_name) {
   if (!t.defined()) return;
+  was_defined_ = true;
+  if (SavedTensorHooks* hooks = current_saved_tensor_hooks()) {
+    packed_ = hooks->pack(t);
+    return;
+  }
   data_ = t.detach();
   saved_version_ = t.version();
-  was_defined_ = true;
 }
 
 Tensor SavedVariable::unpack() const {
@@ -28,6 +32,7 @@ Tensor SavedVariable::unpack() const {
              "they were freed). Pass retain_graph=true to the first backward if you need to "
              "backward twice");
   if (!was_defined_) return Tensor();
+  if (packed_) return packed_->unpack();
   LOOM_CHECK(data_.version() == saved_version_, AutogradError,
              "one of the tensors needed for gradient computation has been modified by an in-place "
              "operation: the ", dtype_name(data_.dtype()), " tensor of shape ", shape_str(data_.sizes()),

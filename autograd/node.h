@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/saved_tensor_hooks.h"
 #include "core/tensor.h"
 
 namespace loom {
@@ -38,7 +39,8 @@ struct InputMeta {
 };
 
 // A tensor saved for backward: keeps the data and the version it had when saved, so that
-// an in-place change before backward is detected (Note [tensor anatomy]).
+// an in-place change before backward is detected (Note [tensor anatomy]); or, made while
+// saved-tensor hooks are in force, only what they packed (Note [saved-tensor hooks]).
 class SavedVariable {
  public:
   SavedVariable() = default;
@@ -46,11 +48,16 @@ class SavedVariable {
   // Returns the saved tensor (without history); throws AutogradError if it was modified
   // in place since it was saved, or if the graph was already freed.
   Tensor unpack() const;
-  void reset() { data_ = Tensor(); released_ = true; }
-  bool defined() const { return data_.defined(); }
+  void reset() {
+    data_ = Tensor();
+    packed_.reset();
+    released_ = true;
+  }
+  bool defined() const { return data_.defined() || packed_ != nullptr; }
 
  private:
   Tensor data_;
+  std::shared_ptr<SavedTensorPack> packed_;  // set instead of data_ under saved-tensor hooks
   uint64_t saved_version_ = 0;
   const char* op_name_ = "";
   bool released_ = false;

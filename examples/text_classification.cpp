@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
   double lr = 3e-3, dropout = 0.3;
   bool smoke_test = false;
+  bool deterministic = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
   app.add_option("--device", device_name, "cpu or cuda");
   app.add_option("--epochs", epochs);
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-length", data_options.max_length, "tokens kept per text");
   app.add_option("--min-freq", data_options.min_freq, "rarer words become <unk>");
   app.add_option("--seed", data_options.seed);
+  app.add_flag("--deterministic", deterministic,
+               "deterministic algorithms only (loom::use_deterministic_algorithms): the same bits run after run");
   app.add_option("--train-limit", data_options.train_limit, "train on the first N training texts only");
   app.add_option("--workers", workers, "DataLoader worker threads");
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
 
   try {
     if (threads > 0) set_num_threads(threads);
+    use_deterministic_algorithms(deterministic);
     manual_seed(data_options.seed);
     Device device(device_name);
     distributed.init(device);
@@ -117,7 +121,8 @@ int main(int argc, char** argv) {
     optim::StateDict stopper_state;  // the stopper's state in the training checkpoint
     const auto training_checkpoint = [&](int64_t step, int64_t epoch) {
       stopper_state = stopper.state_dict();
-      return optim::Checkpoint{model.get(), &optimizer, &scheduler, step, epoch, &scaler, &stopper_state};
+      return optim::Checkpoint{model.get(), &optimizer, &scheduler, step, epoch, &scaler, &stopper_state,
+                               [&](const optim::StateDict& s) { if (!s.empty()) stopper.check_state_dict(s); }};
     };
 
     int64_t start_epoch = 0, step = 0;

@@ -52,6 +52,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   int threads = 0;
   size_t workers = 2, accum_steps = 1;
   bool smoke_test = false;
+  bool deterministic = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
   app.add_option("--device", device_name, "cpu or cuda");
   app.add_option("--epochs", p.epochs);
@@ -60,6 +61,8 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   add_model_options(app);
   app.add_option("--max-length", data_options.max_length, "tokens kept per text");
   app.add_option("--seed", data_options.seed);
+  app.add_flag("--deterministic", deterministic,
+               "deterministic algorithms only (loom::use_deterministic_algorithms): the same bits run after run");
   app.add_option("--train-limit", data_options.train_limit, "train on the first N training texts only");
   app.add_option("--workers", workers, "DataLoader worker threads");
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
@@ -81,6 +84,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
 
   try {
     if (threads > 0) set_num_threads(threads);
+    use_deterministic_algorithms(deterministic);
     manual_seed(data_options.seed);
     const Device device(device_name);
     cuda_graph.check(device, accum_steps, /*distributed=*/false);

@@ -13,6 +13,7 @@ using namespace loom;
 int main(int argc, char** argv) {
   int64_t d_model = 64, heads = 4, layers = 2, feedforward = 128;
   double dropout = 0.1;
+  bool checkpoint_activations = false;
   return examples::run_text_classifier(
       argc, argv,
       {.name = "transformer_classification", .description = "Train a Transformer-encoder text classifier",
@@ -23,9 +24,11 @@ int main(int argc, char** argv) {
         app.add_option("--layers", layers, "encoder layers");
         app.add_option("--feedforward", feedforward, "width of each layer's feed-forward block");
         app.add_option("--dropout", dropout);
+        app.add_flag("--checkpoint-activations", checkpoint_activations,
+                     "recompute each encoder layer's activations in backward instead of keeping them");
       },
       [&](int64_t vocab, int64_t classes) {
         return std::make_shared<examples::TransformerClassifier>(vocab, d_model, heads, layers, feedforward, classes,
-                                                                 dropout);
+                                                                 dropout, checkpoint_activations);
       });
 }

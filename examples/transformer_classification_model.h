@@ -10,18 +10,21 @@ namespace examples {
 
 struct TransformerClassifier : loom::nn::Module {
   TransformerClassifier(int64_t vocab, int64_t d_model, int64_t heads, int64_t layers, int64_t feedforward,
-                        int64_t classes, double dropout)
+                        int64_t classes, double dropout, bool checkpoint_layers = false)
       : embedding(register_module("embedding",
                                   loom::nn::Embedding(loom::nn::EmbeddingOptions(vocab, d_model).padding_idx(0)))),
         positions(register_module("positions",
                                   loom::nn::PositionalEncoding(d_model, kMaxPositions, /*learned=*/true, dropout))),
         encoder(register_module("encoder",
-                                loom::nn::TransformerEncoder(loom::nn::TransformerEncoderLayerOptions(d_model, heads)
-                                                                 .dim_feedforward(feedforward)
-                                                                 .dropout(dropout)
-                                                                 .batch_first(true)
-                                                                 .norm_first(true),
-                                                             layers, loom::nn::LayerNorm(d_model)))),
+                                loom::nn::TransformerEncoder(
+                                    loom::nn::TransformerEncoderOptions(loom::nn::TransformerEncoderLayerOptions(d_model, heads)
+                                                                            .dim_feedforward(feedforward)
+                                                                            .dropout(dropout)
+                                                                            .batch_first(true)
+                                                                            .norm_first(true),
+                                                                        layers)
+                                        .norm(loom::nn::LayerNorm(d_model))
+                                        .checkpoint_layers(checkpoint_layers)))),
         fc(register_module("fc", loom::nn::Linear(d_model, classes))) {}
 
   // tokens (B, T) int64 on the model's device; lengths (B) int64, anywhere: from pinned

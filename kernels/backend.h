@@ -84,6 +84,8 @@ struct Backend {
 
   decltype(&kernels::unscale_grads) unscale_grads = nullptr;
   decltype(&kernels::update_scale) update_scale = nullptr;
+
+  decltype(&kernels::multi_tensor_norm) multi_tensor_norm = nullptr;
 };
 
 // The backends (kernels/cpu/backend.cpp; kernels/cuda/backend.cpp or

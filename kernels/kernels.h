@@ -231,6 +231,17 @@ void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, co
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                   double growth_factor, double backoff_factor, int64_t growth_interval);
 
+// ---- the joint norm of a list of tensors (kernels/math/norm_math.h) -----------------------------
+
+// out[()] = (sum over every element x of every tensor of |x|^p)^(1/p), or max |x| for
+// p = inf (NaN if any x is NaN), in one pass without temporaries: on a GPU two launches
+// (per dtype, Note [multi-tensor launches]) and nothing read back. The terms are summed in
+// the elements' opmath type in short runs and those in double, in an order fixed by the
+// data alone (Note [fixed-order norm]): the same bits at any thread count. The tensors are
+// contiguous, floating point and on out's device; out is a () float64 tensor; p > 0
+// (checked). clip_grad_norm_'s total norm.
+void multi_tensor_norm(const std::vector<Tensor>& tensors, double p, const Tensor& out);
+
 // IndexError naming `op` and the first index outside [0, size) (negatives included), if
 // any. On the CPU it is thrown here; on a GPU the check is queued and a failure is thrown by
 // the next call that waits for the device (Note [deferred device checks] in

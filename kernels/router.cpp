@@ -1,6 +1,7 @@
 // The device-neutral kernel entry points of kernels/kernels.h (Note [kernel routing] in
 // kernels/backend.h): each checks what holds on every device — its operands share one
 // device, above all — once, and calls that device's backend.
+#include "core/deterministic.h"
 #include "kernels/backend.h"
 #include "kernels/rnn/rnn_layer_check.h"
 #include "kernels/support/recorded_kernel.h"
@@ -258,6 +259,10 @@ void cudnn_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 std::string attention_refusal(SDPBackend backend, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& bias, bool causal, double dropout_p, bool needs_backward) {
   const Backend& b = backend_for(q.device(), "scaled_dot_product_attention");
+  // Loom's fused CUDA backward adds dq with atomics, cuDNN's (without its deterministic
+  // algorithm, which Loom does not ask for) may too: MATH then (Note [deterministic algorithms]).
+  if (backend != SDPBackend::MATH && q.is_cuda() && needs_backward && are_deterministic_algorithms_enabled())
+    return "its backward is not deterministic, and deterministic algorithms are on";
   if (backend == SDPBackend::FLASH_ATTENTION) {
     if (b.attention_forward == nullptr || b.attention_backward == nullptr)
       return ::loom::detail::str("the ", b.name, " backend has no fused attention kernels");
@@ -401,6 +406,23 @@ void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, co
   check_amp_scalar(op, found_inf, kFloat32, "found_inf", device);
   check_amp_scalar(op, inv_scale, kFloat32, "inv_scale", device);
   slot(backend_for(device, op), &Backend::unscale_grads, op)(grads, found_inf, inv_scale);
+}
+
+void multi_tensor_norm(const std::vector<Tensor>& tensors, double p, const Tensor& out) {
+  const char* op = "multi_tensor_norm";
+  LOOM_CHECK(p > 0, ValueError, op, ": the norm's order p must be positive, got ", p);
+  LOOM_CHECK(out.defined() && out.dtype() == kFloat64 && out.dim() == 0, ValueError, op,
+             ": out must be a () float64 tensor, got ",
+             out.defined() ? shape_str(out.sizes()) + " " + dtype_name(out.dtype()) : std::string("an undefined tensor"));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    LOOM_CHECK(t.defined() && t.is_floating_point() && t.is_contiguous(), ValueError, op, ": tensor ", i,
+               " must be contiguous and floating point, got ",
+               t.defined() ? shape_str(t.sizes()) + " " + dtype_name(t.dtype()) : std::string("an undefined tensor"));
+    LOOM_CHECK(t.device() == out.device(), DeviceError, op, ": tensor ", i, " is on ", t.device(), " but out is on ",
+               out.device());
+  }
+  slot(backend_for(out.device(), op), &Backend::multi_tensor_norm, op)(tensors, p, out);
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/activation_checkpoint.h"
 #include "core/factories.h"
 #include "core/ops.h"
 
@@ -64,10 +65,23 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderLayerOpti
   if (!final_norm.is_empty()) norm = register_module("norm", final_norm);
 }
 
+TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderOptions& options)
+    : TransformerEncoderImpl(options.layer_, options.num_layers_, options.norm_) {
+  checkpoint_layers_ = options.checkpoint_layers_;
+}
+
 Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                        bool is_causal) {
   Tensor x = src;
-  for (const TransformerEncoderLayer& layer : stack_) x = layer(x, mask, src_key_padding_mask, is_causal);
+  for (const TransformerEncoderLayer& layer : stack_) {
+    if (checkpoint_layers_) {
+      x = checkpoint([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
+        return layer(in, mask, src_key_padding_mask, is_causal);
+      }, x);
+    } else {
+      x = layer(x, mask, src_key_padding_mask, is_causal);
+    }
+  }
   return norm.is_empty() ? x : norm(x);
 }
 

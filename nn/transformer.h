@@ -64,12 +64,27 @@ class TransformerEncoderLayerImpl : public Module {
 };
 using TransformerEncoderLayer = ModuleHolder<TransformerEncoderLayerImpl>;
 
+struct TransformerEncoderOptions {
+  TransformerEncoderOptions(TransformerEncoderLayerOptions layer, int64_t num_layers)
+      : layer_(std::move(layer)), num_layers_(num_layers) {}
+  TransformerEncoderOptions& norm(LayerNorm n) { norm_ = std::move(n); return *this; }
+  // Each layer's activations recomputed in backward instead of kept (loom::checkpoint,
+  // autograd/activation_checkpoint.h): about one more forward per step, for a backward
+  // that holds one layer's activations at a time.
+  TransformerEncoderOptions& checkpoint_layers(bool c) { checkpoint_layers_ = c; return *this; }
+  TransformerEncoderLayerOptions layer_;
+  int64_t num_layers_;
+  LayerNorm norm_ = nullptr;
+  bool checkpoint_layers_ = false;
+};
+
 class TransformerEncoderImpl : public Module {
  public:
   // num_layers copies of a layer made with `layer_options` (all with the same initial
   // weights), then `norm` if given.
   TransformerEncoderImpl(const TransformerEncoderLayerOptions& layer_options, int64_t num_layers,
                          LayerNorm norm = nullptr);
+  explicit TransformerEncoderImpl(const TransformerEncoderOptions& options);
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
 
@@ -78,6 +93,7 @@ class TransformerEncoderImpl : public Module {
 
  private:
   std::vector<TransformerEncoderLayer> stack_;  // layers' modules, typed, in order
+  bool checkpoint_layers_ = false;
 };
 using TransformerEncoder = ModuleHolder<TransformerEncoderImpl>;
 

@@ -34,6 +34,15 @@ int64_t scalar(const TensorMap& all, const std::string& key, const std::string& 
   return it->second.item<int64_t>();
 }
 
+// A meta entry that counts something (steps, epochs, the generator's Philox blocks): in
+// [0, 2^62], as the optimizers' counts (a negative one is a state no run reaches).
+int64_t count(const TensorMap& all, const std::string& key, const std::string& path) {
+  const int64_t v = scalar(all, key, path);
+  if (v < 0 || v > kMaxStateCount)
+    bad_file(path, "'" + key + "' must be a count in [0, 2^62], got " + std::to_string(v));
+  return v;
+}
+
 // Runs check, turning a ValueError about one part's state into a SerializationError that
 // names the file and the part's keys.
 template <typename F>
@@ -67,7 +76,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
 // A checkpoint restores several objects, and a bad entry in any of them must leave every
 // one as it was. So everything is read and checked first: the keys, the meta entries, the
 // optimizer's state (Optimizer::check_state_dict), the scheduler's
-// (Scheduler::check_state_dict) and the gradient scaler's (GradScaler::check_state_dict). Then the model is loaded, whose load_state_dict checks
+// (Scheduler::check_state_dict), the gradient scaler's (GradScaler::check_state_dict) and the
+// extra entries' (Checkpoint::check_extra). Then the model is loaded, whose load_state_dict checks
 // every key and shape before it copies a tensor; then the rest, which can no longer fail.
 TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   LOOM_CHECK(c.model != nullptr, ValueError, "load_checkpoint: no model given");
@@ -82,9 +92,14 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
         !key.starts_with("scaler.") && !key.starts_with("extra.") && !kMeta.count(key))
       bad_file(path, "unexpected entry '" + key + "' (a checkpoint holds model.*, optimizer.*, scheduler.*, scaler.*, extra.* and " +
                          "meta.step, meta.epoch, meta.rng_seed, meta.rng_offset)");
-  const TrainingState state{scalar(f.tensors, "meta.step", path), scalar(f.tensors, "meta.epoch", path)};
+  auto version = f.metadata.find("version");
+  if (version == f.metadata.end() || version->second != "1")
+    bad_file(path, "metadata 'version' must be \"1\", got " +
+                       (version == f.metadata.end() ? std::string("none") : "\"" + version->second + "\""));
+  const TrainingState state{count(f.tensors, "meta.step", path), count(f.tensors, "meta.epoch", path)};
+  // Any seed is one: a uint64 stored as the int64 of the same bits.
   const uint64_t rng_seed = uint64_t(scalar(f.tensors, "meta.rng_seed", path));
-  const uint64_t rng_offset = uint64_t(scalar(f.tensors, "meta.rng_offset", path));
+  const uint64_t rng_offset = uint64_t(count(f.tensors, "meta.rng_offset", path));
   Optimizer::LoadedState optimizer_state;
   const StateDict optimizer_entries = take(f.tensors, "optimizer.");
   if (c.optimizer)
@@ -94,6 +109,8 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   amp::GradScaler::LoadedState scaler_state;
   if (c.scaler)
     scaler_state = check_part(path, "scaler.", [&] { return c.scaler->check_state_dict(take(f.tensors, "scaler.")); });
+  const StateDict extra_state = take(f.tensors, "extra.");
+  if (c.extra && c.check_extra) check_part(path, "extra.", [&] { c.check_extra(extra_state); });
 
   nn::StateDict model_state;
   for (auto& [k, v] : take(f.tensors, "model.")) model_state[k] = v;
@@ -103,7 +120,7 @@ TrainingState load_checkpoint(const std::string& path, const Checkpoint& c) {
   if (c.scaler) c.scaler->apply_state_dict(scaler_state);
   if (c.extra) {
     c.extra->clear();
-    for (auto& [k, v] : take(f.tensors, "extra.")) (*c.extra)[k] = v;
+    for (auto& [k, v] : extra_state) (*c.extra)[k] = v;
   }
   default_generator().set_state(rng_seed, rng_offset);
   return state;

@@ -12,6 +12,7 @@
 // them under their plain names, which PyTorch's load_state_dict reads directly.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/safetensors.h"
@@ -33,6 +34,10 @@ struct Checkpoint {
   // state_dict(). save_checkpoint writes *extra; load_checkpoint replaces *extra with the
   // file's extra.* entries (none: empty), for the caller to check and load.
   StateDict* extra = nullptr;
+  // optional: checks the file's extra.* entries (throwing ValueError) before load_checkpoint
+  // changes anything, so that a bad one leaves everything as it was (an EarlyStopping's
+  // check_state_dict).
+  std::function<void(const StateDict&)> check_extra;
 };
 
 struct TrainingState {
@@ -46,7 +51,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c);
 // changes, so a failed load leaves the model, optimizer, scheduler, scaler and generator as they
 // were. Throws SerializationError naming the file and the key for a bad file (an
 // unexpected entry, a meta entry that is not an int64 scalar, an optimizer or scheduler
-// entry that is missing or out of range, as their load_state_dict check it) and
+// entry that is missing or out of range, as their load_state_dict check it; a meta count
+// (step, epoch, rng_offset) outside [0, 2^62]; a version other than "1") and
 // ValueError when the file does not fit the model (missing/unexpected/mis-shaped keys,
 // listed).
 TrainingState load_checkpoint(const std::string& path, const Checkpoint& c);

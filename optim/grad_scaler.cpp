@@ -1,6 +1,7 @@
 // amp::GradScaler (Note [gradient scaling]).
 #include "optim/grad_scaler.h"
 
+#include <cfloat>
 #include <cmath>
 #include <set>
 
@@ -17,8 +18,8 @@ using optim::state_entry;
 constexpr const char* kWho = "GradScaler";
 
 void check_options(const GradScalerOptions& o) {
-  LOOM_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0, ValueError, kWho,
-             ": init_scale must be a positive finite number, got ", o.init_scale);
+  LOOM_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && o.init_scale <= FLT_MAX, ValueError, kWho,
+             ": init_scale must be a positive finite number (that a float32 holds), got ", o.init_scale);
   LOOM_CHECK(std::isfinite(o.growth_factor) && o.growth_factor > 1, ValueError, kWho,
              ": growth_factor must be greater than 1, got ", o.growth_factor);
   LOOM_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1, ValueError, kWho,
@@ -152,6 +153,9 @@ GradScaler::LoadedState GradScaler::check_state_dict(const optim::StateDict& sta
     LOOM_CHECK(known.count(key), ValueError, kWho, ".load_state_dict: unexpected key '", key, "'");
   GradScalerOptions& o = loaded.options;
   o.init_scale = state_entry(state, "scale", kFloat64, kWho).item<double>();
+  // The scale lives in a float32: finite there too.
+  LOOM_CHECK(std::isfinite(o.init_scale) && o.init_scale > 0 && o.init_scale <= FLT_MAX, ValueError, kWho,
+             ".load_state_dict: 'scale' must be a positive finite float32 number, got ", o.init_scale);
   o.growth_factor = state_entry(state, "growth_factor", kFloat64, kWho).item<double>();
   o.backoff_factor = state_entry(state, "backoff_factor", kFloat64, kWho).item<double>();
   o.growth_interval = state_entry(state, "growth_interval", kInt64, kWho).item<int64_t>();

@@ -112,6 +112,13 @@ void OneCycleLR::step() {
   set_momentum();
 }
 
+void OneCycleLR::check_state_dict(const StateDict& state) const {
+  LRScheduler::check_state_dict(state);
+  const int64_t last_epoch = count_entry(state, "last_epoch", "OneCycleLR");
+  LOOM_CHECK(last_epoch <= o_.total_steps_, ValueError, "OneCycleLR.load_state_dict: 'last_epoch' must be at most ",
+             "total_steps = ", o_.total_steps_, ", got ", last_epoch);
+}
+
 void OneCycleLR::load_state_dict(const StateDict& state) {
   LRScheduler::load_state_dict(state);
   set_momentum();
@@ -154,6 +161,15 @@ void check_plateau_options(const ReduceLROnPlateauOptions& o, const std::string&
   LOOM_CHECK(o.threshold_mode_ == "rel" || o.threshold_mode_ == "abs", ValueError, who,
              ": threshold_mode must be 'rel' or 'abs', got '", o.threshold_mode_, "'");
   LOOM_CHECK(o.factor_ < 1.0, ValueError, who, ": factor must be < 1, got ", o.factor_);
+  LOOM_CHECK(o.factor_ >= 0, ValueError, who, ": factor must be non-negative, got ", o.factor_);
+  // The floor, the threshold and the smallest change: finite and non-negative (a NaN, an
+  // infinite or a negative one makes every lr inf/NaN or every epoch an improvement).
+  LOOM_CHECK(std::isfinite(o.min_lr_) && o.min_lr_ >= 0, ValueError, who,
+             ": min_lr must be finite and non-negative, got ", o.min_lr_);
+  LOOM_CHECK(std::isfinite(o.threshold_) && o.threshold_ >= 0, ValueError, who,
+             ": threshold must be finite and non-negative, got ", o.threshold_);
+  LOOM_CHECK(std::isfinite(o.eps_) && o.eps_ >= 0, ValueError, who, ": eps must be finite and non-negative, got ",
+             o.eps_);
   LOOM_CHECK(o.patience_ >= 0, ValueError, who, ": patience must be non-negative, got ", o.patience_);
   LOOM_CHECK(o.cooldown_ >= 0, ValueError, who, ": cooldown must be non-negative, got ", o.cooldown_);
 }

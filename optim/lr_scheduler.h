@@ -120,6 +120,7 @@ class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& opt, const OneCycleOptions& options);
   void step() override;
+  void check_state_dict(const StateDict& state) const override;  // also: last_epoch <= total_steps
   void load_state_dict(const StateDict& state) override;  // also restores the momentum
  protected:
   double lr_at(double base) const override;

@@ -144,10 +144,12 @@ Optimizer::LoadedState Optimizer::check_state_dict(const StateDict& state) const
                key, "' must be one number, got ", describe(it->second));
     return it->second;
   };
-  // As add_param_group and set_lr check a learning rate (which also refuses NaN).
+  // As add_param_group and set_lr check a learning rate (which also refuses NaN), and
+  // finite: an infinite one turns every parameter it updates into inf or NaN.
   auto learning_rate = [&](const std::string& key) {
     const double lr = get(key).item<double>();
-    LOOM_CHECK(lr >= 0, ValueError, who, ": '", key, "' must be a non-negative learning rate, got ", lr);
+    LOOM_CHECK(lr >= 0 && std::isfinite(lr), ValueError, who, ": '", key,
+               "' must be a finite non-negative learning rate, got ", lr);
     return lr;
   };
   // A count of steps: a non-negative integer, stored as int64 (Loom) or float (PyTorch).
@@ -207,9 +209,12 @@ Optimizer::LoadedState Optimizer::check_state_dict(const StateDict& state) const
     LOOM_CHECK(t.sizes() == p.sizes(), ValueError, who, ": '", key, "' has shape ", shape_str(t.sizes()),
                " but parameter ", i, " has shape ", shape_str(p.sizes()));
     Tensor value = t.to(p.device(), p.dtype()).clone();
-    // NaN >= 0 is false, so a NaN counts as negative here.
+    // A step never stores inf or NaN in a buffer (GradScaler skips the steps whose gradients
+    // hold them); NaN >= 0 is false, so a NaN counts as negative too.
     LOOM_CHECK(!spec->non_negative || value.ge(0).to(kInt64).sum().item<int64_t>() == value.numel(), ValueError, who,
                ": '", key, "' holds a negative or NaN value (a running average of squares is never negative)");
+    LOOM_CHECK(value.isfinite().all().item<bool>(), ValueError, who, ": '", key,
+               "' holds an infinite or NaN value (a step never stores one)");
     out.buffers[i][buffer] = std::move(value);
   }
   LOOM_CHECK(unexpected.empty(), ValueError, who, ": unexpected keys ", unexpected, " (", name_, " keeps no such state)");

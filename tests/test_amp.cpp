@@ -420,7 +420,7 @@ TEST_CASE("GradScaler: options, errors, state_dict and a disabled scaler", "[amp
   require_throws_with<ValueError>([&] { other.load_state_dict(bad); }, {"_growth_tracker", "[0, growth_interval = 5)"});
   bad = s;
   bad.at("scale") = scalar_tensor(-1.0, kFloat64);
-  require_throws_with<ValueError>([&] { other.load_state_dict(bad); }, {"load_state_dict", "init_scale", "-1"});
+  require_throws_with<ValueError>([&] { other.load_state_dict(bad); }, {"load_state_dict", "'scale'", "-1"});
   bad = s;
   bad.at("growth_factor") = scalar_tensor(2.0, kFloat32);
   require_throws_with<ValueError>([&] { other.load_state_dict(bad); }, {"growth_factor", "float64"});

@@ -301,7 +301,9 @@ TEST_CASE("cuda optim: clip_grad_norm_ on CUDA matches the CPU (2, 1, 3, inf)", 
         CHECK(cuda::host_sync_count() == syncs);  // the norm and the scaling stay on the GPU
         REQUIRE(norm.is_cuda());
         const double got = norm.item<double>();
-        CHECK(std::abs(got - want) <= 1e-12 * want);  // both reduce in float64
+        // float64 terms sum in double on both; float32 and 16-bit ones in float, in short runs
+        // (Note [fixed-order norm]), in a different order on each device.
+        CHECK(std::abs(got - want) <= (dtype == kFloat64 ? 1e-12 : 2e-6) * want);
         for (size_t j = 0; j < grads.size(); ++j) {
           REQUIRE(gpu[j].grad().is_cuda());
           require_close_to_cpu(gpu[j].grad(), cpu[j].grad(), dtype, "gradient " + std::to_string(j));
@@ -361,8 +363,8 @@ TEST_CASE("clip_grad_norm_ matches a plain loop over mixed dtypes, and a NaN giv
     const double want = std::isinf(norm_type) ? max : std::pow(sum, 1.0 / norm_type);
     std::vector<Tensor> params = params_with_grads(grads, kCPU);
     const double got = clip_grad_norm_(params, 0.25, norm_type).item<double>();
-    CHECK(std::abs(got - want) <= 1e-12 * want);
-    const double coef = 0.25 / (want + 1e-6);
+    CHECK(std::abs(got - want) <= 2e-6 * want);  // float32 and bfloat16 terms are summed in float
+    const double coef = 0.25 / (got + 1e-6);  // the gradients are scaled by the norm returned
     for (size_t j = 0; j < grads.size(); ++j) {
       REQUIRE(params[j].grad().dtype() == grads[j].dtype());
       std::vector<double> scaled = grads[j].to_vector<double>();

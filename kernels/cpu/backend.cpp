@@ -20,6 +20,7 @@ const Backend& cpu_backend() {
     cpu::add_rnn_kernels(b);
     cpu::add_optimizer_kernels(b);
     cpu::add_amp_kernels(b);
+    cpu::add_norm_kernels(b);
     return b;
   }();
   return table;

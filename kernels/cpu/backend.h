@@ -20,5 +20,6 @@ void add_index_kernels(Backend& b);        // index.cpp
 void add_rnn_kernels(Backend& b);          // rnn.cpp
 void add_optimizer_kernels(Backend& b);    // optim_update.cpp
 void add_amp_kernels(Backend& b);          // amp.cpp (the gradient scaler's)
+void add_norm_kernels(Backend& b);         // norm.cpp (multi_tensor_norm)
 
 }  // namespace loom::kernels::cpu

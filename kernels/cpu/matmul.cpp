@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/deterministic.h"
 #include "core/factories.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
@@ -120,10 +121,16 @@ void for_each_item(int64_t batch, int64_t work, Fn&& item) {
   }
 }
 
+// Rows (or columns) of a block in deterministic mode: fixed, not from the thread count, since
+// the GEMM's own blocking (so the order of its sums over K) follows the block's size (Note
+// [deterministic algorithms] in core/deterministic.h).
+constexpr int64_t kDeterministicGemmBlock = 256;
+
 void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t element_size) {
   const bool split_rows = g.M >= g.N;
   const int64_t extent = split_rows ? g.M : g.N;
-  const int64_t block = gemm_thread_block(g.M * g.N * g.K, extent);
+  int64_t block = gemm_thread_block(g.M * g.N * g.K, extent);
+  if (are_deterministic_algorithms_enabled()) block = extent > kDeterministicGemmBlock ? kDeterministicGemmBlock : 0;
   if (block == 0) {
     gemm(g);
     return;
@@ -131,18 +138,21 @@ void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t el
   auto at = [&](const void* p, int64_t elements) {
     return static_cast<const char*>(p) + size_t(elements) * element_size;
   };
-  parallel_for(0, extent, block, [&](int64_t begin, int64_t end) {
-    GemmArgs part = g;
-    if (split_rows) {  // C[begin:end, :] = A[begin:end, :] · B
-      part.M = end - begin;
-      part.a.data = at(g.a.data, g.a.col_major ? begin : begin * g.a.ld);
-      part.c = const_cast<char*>(at(g.c, g.c_col_major ? begin : begin * g.ldc));
-    } else {  // C[:, begin:end] = A · B[:, begin:end]
-      part.N = end - begin;
-      part.b.data = at(g.b.data, g.b.col_major ? begin * g.b.ld : begin);
-      part.c = const_cast<char*>(at(g.c, g.c_col_major ? begin * g.ldc : begin));
+  parallel_for(0, (extent + block - 1) / block, 1, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t begin = i * block, end = std::min(extent, begin + block);
+      GemmArgs part = g;
+      if (split_rows) {  // C[begin:end, :] = A[begin:end, :] · B
+        part.M = end - begin;
+        part.a.data = at(g.a.data, g.a.col_major ? begin : begin * g.a.ld);
+        part.c = const_cast<char*>(at(g.c, g.c_col_major ? begin : begin * g.ldc));
+      } else {  // C[:, begin:end] = A · B[:, begin:end]
+        part.N = end - begin;
+        part.b.data = at(g.b.data, g.b.col_major ? begin * g.b.ld : begin);
+        part.c = const_cast<char*>(at(g.c, g.c_col_major ? begin * g.ldc : begin));
+      }
+      gemm(part);
     }
-    gemm(part);
   });
 }
 

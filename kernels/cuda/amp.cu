@@ -47,15 +47,8 @@ void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, co
   const int device = grads.front().device().index;
   ::loom::cuda::DeviceGuard guard(grads.front().device());
   const cudaStream_t stream = current_stream(device);
-  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
-    std::vector<const Tensor*> of_dtype;
-    std::vector<int64_t> numel;
-    for (const Tensor& g : grads)
-      if (g.dtype() == dtype) {
-        of_dtype.push_back(&g);
-        numel.push_back(g.numel());
-      }
-    if (of_dtype.empty()) continue;
+  for_each_dtype_group(grads, [&](DType dtype, const std::vector<const Tensor*>& of_dtype,
+                                  const std::vector<int64_t>& numel) {
     dispatch_floating(dtype, "unscale_grads", [&]<typename T>() {
       for_each_list_launch(numel, [&](const ListChunks& chunks, const std::vector<size_t>& which) {
         UnscaleLaunch<T> a{chunks, {}, static_cast<float*>(found_inf.data()),
@@ -65,7 +58,7 @@ void unscale_grads(const std::vector<Tensor>& grads, const Tensor& found_inf, co
         LOOM_CUDA_KERNEL_CHECK();
       });
     });
-  }
+  });
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,

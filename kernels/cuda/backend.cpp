@@ -25,6 +25,7 @@ const Backend* cuda_backend() {
     cuda::add_cudnn_rnn_kernels(b);
     cuda::add_optimizer_kernels(b);
     cuda::add_amp_kernels(b);
+    cuda::add_norm_kernels(b);
     return b;
   }();
   return &table;

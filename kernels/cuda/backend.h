@@ -26,5 +26,6 @@ void add_rnn_kernels(Backend& b);          // rnn.cu (the step-functor sweep)
 void add_cudnn_rnn_kernels(Backend& b);    // cudnn_rnn.cpp (whole stacks; nothing without cuDNN)
 void add_optimizer_kernels(Backend& b);    // optim_update.cu
 void add_amp_kernels(Backend& b);          // amp.cu (the gradient scaler's)
+void add_norm_kernels(Backend& b);         // norm.cu (multi_tensor_norm)
 
 }  // namespace loom::kernels::cuda

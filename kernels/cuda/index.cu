@@ -7,7 +7,8 @@
 // dims with stride 0. Each element finds its offsets in the index, the "direct" tensor
 // (gather's output, scatter's source: same position) and the "indexed" one (at the index's
 // value along dim) by peeling its row-major linear index apart, dim by dim.
-// scatter_add adds with atomicAdd for float32, float64, int32 and int64; index_add on
+// scatter_add adds with atomicAdd for float32, float64, int32 and int64 (the floats in order,
+// as below, in deterministic mode: kernels/support/scatter_add_rule.h); index_add on
 // contiguous tensors (the embedding backward) sorts its index instead and is deterministic
 // (Note [sorted index_add] in kernels/cuda/sorted_index_add.cuh). The 16-bit floats have no exact atomic add, so one thread owns one position (all
 // coordinates but dim) and walks the index along dim in order, as the CPU does: two
@@ -28,6 +29,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sorted_index_add.cuh"
 #include "kernels/support/dispatch_by_size.h"
+#include "kernels/support/scatter_add_rule.h"
 
 namespace loom::kernels::cuda {
 namespace {
@@ -233,9 +235,12 @@ void add_indexed(const char* op, const Tensor& out, int64_t dim, const Tensor& i
   IndexedGeometry g = make_geometry(index.sizes(), dim, index, src, out, op);
   dispatch_numeric(out.dtype(), op, [&]<typename T>() {
     dispatch_index(index.dtype(), op, [&]<typename I>() {
-      if constexpr (kHasAtomicAdd<T>) {
-        scatter_add_atomic_kernel<T, I><<<grid_size(n, device), kBlockSize, 0, stream>>>(
-            ptr<T>(out), ptr<const T>(src), ptr<const I>(index), n, g);
+      bool atomic = false;
+      if constexpr (kHasAtomicAdd<T>) atomic = !scatter_add_in_order(out.dtype());
+      if (atomic) {
+        if constexpr (kHasAtomicAdd<T>)
+          scatter_add_atomic_kernel<T, I><<<grid_size(n, device), kBlockSize, 0, stream>>>(
+              ptr<T>(out), ptr<const T>(src), ptr<const I>(index), n, g);
       } else {
         const int64_t len = index.dim() == 0 ? 1 : index.size(dim);
         const int64_t positions = n / len;

@@ -16,6 +16,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/tensor.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace loom::kernels::cuda {
@@ -62,6 +63,24 @@ inline void for_each_list_launch(const std::vector<int64_t>& numel,
     }
   }
   if (chunks.count > 0) launch(chunks, which);
+}
+
+// Calls fn(dtype, of_dtype, numel) for each floating dtype of `tensors`, in a fixed order of
+// dtypes: of_dtype holds that dtype's tensors in list order, numel their element counts (a
+// multi-tensor launch takes one dtype).
+inline void for_each_dtype_group(
+    const std::vector<Tensor>& tensors,
+    const std::function<void(DType, const std::vector<const Tensor*>&, const std::vector<int64_t>&)>& fn) {
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    std::vector<const Tensor*> of_dtype;
+    std::vector<int64_t> numel;
+    for (const Tensor& t : tensors)
+      if (t.dtype() == dtype) {
+        of_dtype.push_back(&t);
+        numel.push_back(t.numel());
+      }
+    if (!of_dtype.empty()) fn(dtype, of_dtype, numel);
+  }
 }
 
 }  // namespace loom::kernels::cuda

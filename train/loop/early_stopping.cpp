@@ -62,4 +62,9 @@ void EarlyStopping::load_state_dict(const optim::StateDict& state) {
   epochs_since_best_ = since;
 }
 
+void EarlyStopping::check_state_dict(const optim::StateDict& state) const {
+  EarlyStopping scratch = *this;
+  scratch.load_state_dict(state);
+}
+
 }  // namespace loom::train

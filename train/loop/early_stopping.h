@@ -47,6 +47,8 @@ class EarlyStopping {
   // it changes anything: ValueError naming the key.
   optim::StateDict state_dict() const;
   void load_state_dict(const optim::StateDict& state);
+  // The same checks, changing nothing (optim::Checkpoint::check_extra).
+  void check_state_dict(const optim::StateDict& state) const;
 
  private:
   int64_t patience_;

@@ -1,0 +1,140 @@
+// loom::checkpoint (Note [non-reentrant checkpoint] in autograd/activation_checkpoint.h).
+#include "autograd/activation_checkpoint.h"
+
+#include <memory>
+#include <string>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/saved_tensor_hooks.h"
+#include "core/generator.h"
+
+namespace loom {
+namespace {
+
+// What the forward of one checkpointed segment left for its recomputation.
+struct Frame {
+  CheckpointFn fn;
+  std::vector<SavedVariable> inputs;  // saved under the enclosing hooks: a nested frame's go to the outer one
+  std::vector<bool> input_requires_grad;
+  uint64_t rng_seed = 0, rng_offset = 0;
+  autocast::Snapshot autocast;
+  struct Meta {
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Meta> packed;       // each tensor the forward saved, in order
+  std::vector<Tensor> recomputed;  // the same tensors from the recomputation (a slot empties when its pack goes)
+  bool done = false;
+
+  void recompute();
+  const Tensor& get(size_t index) {
+    if (!done) recompute();
+    LOOM_CHECK(recomputed[index].defined(), AutogradError,
+               "checkpoint: a saved activation was used after it was freed (a second backward needs "
+               "retain_graph=true in the first)");
+    return recomputed[index];
+  }
+};
+
+// A saved tensor of the forward: its index in the frame.
+struct ForwardPack : SavedTensorPack {
+  ForwardPack(std::shared_ptr<Frame> f, size_t i) : frame(std::move(f)), index(i) {}
+  ~ForwardPack() override {
+    if (index < frame->recomputed.size()) frame->recomputed[index] = Tensor();  // freed as backward goes
+  }
+  Tensor unpack() const override { return frame->get(index); }
+  std::shared_ptr<Frame> frame;
+  size_t index;
+};
+
+struct ForwardHooks : SavedTensorHooks {
+  explicit ForwardHooks(std::shared_ptr<Frame> f) : frame(std::move(f)) {}
+  std::shared_ptr<SavedTensorPack> pack(const Tensor& t) override {
+    frame->packed.push_back({t.sizes(), t.dtype()});
+    return std::make_shared<ForwardPack>(frame, frame->packed.size() - 1);
+  }
+  std::shared_ptr<Frame> frame;
+};
+
+// The recomputation's graph is dropped when it ends; its saves only fill the frame.
+struct HeldPack : SavedTensorPack {
+  explicit HeldPack(Tensor t) : tensor(std::move(t)) {}
+  Tensor unpack() const override { return tensor; }
+  Tensor tensor;
+};
+
+struct RecomputeHooks : SavedTensorHooks {
+  explicit RecomputeHooks(Frame& f) : frame(f) {}
+  std::shared_ptr<SavedTensorPack> pack(const Tensor& t) override {
+    const size_t k = frame.recomputed.size();
+    LOOM_CHECK(k < frame.packed.size(), AutogradError, "checkpoint: the recomputation saved more tensors for backward (",
+               k + 1, " so far) than the forward did (", frame.packed.size(), "): fn must run the same ops each time");
+    const Frame::Meta& m = frame.packed[k];
+    LOOM_CHECK(t.sizes() == m.shape && t.dtype() == m.dtype, AutogradError, "checkpoint: the recomputation differs from ",
+               "the forward: saved tensor ", k, " is ", dtype_name(t.dtype()), " of shape ", shape_str(t.sizes()),
+               ", the forward's was ", dtype_name(m.dtype), " of shape ", shape_str(m.shape));
+    frame.recomputed.push_back(t.detach());
+    return std::make_shared<HeldPack>(frame.recomputed.back());
+  }
+  Frame& frame;
+};
+
+// Puts the default generator back as it was when the recomputation ends (or throws).
+struct GeneratorRestore {
+  uint64_t seed = default_generator().seed(), offset = default_generator().offset();
+  ~GeneratorRestore() { default_generator().set_state(seed, offset); }
+};
+
+void Frame::recompute() {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor x = inputs[i].unpack();  // an input changed in place since: AutogradError
+    in.push_back(x.defined() ? x.detach().requires_grad_(input_requires_grad[i] && x.is_floating_point()) : x);
+  }
+  recomputed.clear();
+  {
+    const GeneratorRestore restore_generator;
+    default_generator().set_state(rng_seed, rng_offset);
+    const autocast::RestoreGuard same_autocast(autocast);
+    const EnableGradGuard grad_mode;
+    RecomputeHooks hooks(*this);
+    const SavedTensorHooksGuard guard(&hooks);
+    try {
+      fn(in);
+    } catch (...) {
+      recomputed.clear();
+      throw;
+    }
+  }
+  if (recomputed.size() != packed.size()) {
+    const size_t got = recomputed.size();
+    recomputed.clear();
+    throw AutogradError(detail::str("checkpoint: the recomputation saved ", got,
+                                    " tensors for backward but the forward saved ", packed.size(),
+                                    ": fn must run the same ops each time"));
+  }
+  done = true;
+}
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+  LOOM_CHECK(fn != nullptr, ValueError, "checkpoint: no function given");
+  if (!GradMode::is_enabled()) return fn(inputs);  // nothing is saved: nothing to recompute
+  auto frame = std::make_shared<Frame>();
+  frame->fn = fn;
+  for (const Tensor& x : inputs) {
+    frame->inputs.emplace_back(x, "checkpoint");
+    frame->input_requires_grad.push_back(x.defined() && x.requires_grad());
+  }
+  frame->rng_seed = default_generator().seed();
+  frame->rng_offset = default_generator().offset();
+  frame->autocast = autocast::snapshot();
+  ForwardHooks hooks(frame);
+  const SavedTensorHooksGuard guard(&hooks);
+  return fn(inputs);
+}
+
+}  // namespace loom

@@ -1,0 +1,52 @@
+// Activation checkpointing, as torch.utils.checkpoint.checkpoint(fn, *inputs,
+// use_reentrant=False): a segment of the forward whose activations are not kept for
+// backward but recomputed there, trading compute for memory.
+//
+//   Tensor y = loom::checkpoint([&](const Tensor& x) { return block->forward(x); }, x);
+//   y.sum().backward();   // runs block->forward(x) again, then its backward
+//
+// Note [non-reentrant checkpoint]
+// fn runs once in forward as usual, building its graph (so gradients reach the inputs and
+// every parameter fn uses, through backward() and loom::grad alike, whether or not an input
+// requires grad), but under saved-tensor hooks (Note [saved-tensor hooks]) that keep, for
+// each tensor an op saves, only its index, shape and dtype: the segment's activations are
+// freed when fn returns. The first time backward unpacks one of them, fn runs again on the
+// same inputs, with grad mode on, under the generator state and the autocast state of the
+// forward (so dropout draws the same masks; the generator is put back after), and the
+// tensors it saves, in the same order, are the ones backward gets. A recomputation that
+// saves a tensor of another shape or dtype than the forward's at the same place, or fewer,
+// is an AutogradError. Checkpoints nest: an inner one keeps its inputs through the outer
+// one's hooks. This is PyTorch's non-reentrant design; the differences: no early stop (the
+// recomputation runs fn to its end), the generator restored is Loom's one default generator
+// (it serves every device), and an input changed in place after the forward is an error
+// at the recomputation. fn, and everything it captures, must stay valid until backward.
+#pragma once
+
+#include <concepts>
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom {
+
+using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// outputs = fn(inputs), with fn's activations recomputed in backward. With grad mode off,
+// just fn(inputs).
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs);
+
+// The same for fn(const Tensor&...) -> Tensor.
+template <typename F, typename... Ts>
+  requires(std::same_as<Ts, Tensor> && ...) && std::invocable<F&, const Ts&...>
+Tensor checkpoint(F fn, const Ts&... inputs) {
+  return checkpoint(
+      CheckpointFn([fn](const std::vector<Tensor>& in) {
+        return [&]<size_t... I>(std::index_sequence<I...>) {
+          return std::vector<Tensor>{fn(in[I]...)};
+        }(std::index_sequence_for<Ts...>{});
+      }),
+      std::vector<Tensor>{inputs...})[0];
+}
+
+}  // namespace loom

@@ -1,0 +1,30 @@
+// Deterministic mode, as torch.use_deterministic_algorithms(mode, warn_only=...).
+//
+// Note [deterministic algorithms]
+// While on, every op whose result could depend on scheduling takes a deterministic
+// algorithm, and one that has none calls alert_not_deterministic, which throws
+// NotImplementedError naming the op (or, with warn_only, warns once per op on stderr and
+// lets it run). On CUDA: scatter_add, index_add off its sorted path, and the backward of
+// gather and index_select add floats one thread per output position in index order instead
+// of with atomics (kernels/support/scatter_add_rule.h); scaled-dot-product attention whose backward
+// will run takes the MATH tier, not the fused ones whose backward adds dq with atomics
+// (kernels::attention_refusal). On the CPU, the float GEMM splits its output into blocks of
+// a fixed size instead of one per thread (kernels/cpu/matmul.cpp: the GEMM's own blocking,
+// so its order over K, follows the block's size), so one and two threads give the same
+// bits; the reductions and the fused norm already fix their order by the data (Note
+// [reduction layout], Note [fixed-order norm]). Not covered yet: cuBLAS's and cuDNN's own
+// settings (workspace, algorithm choice) and the bfloat16 GEMM's row split.
+#pragma once
+
+namespace loom {
+
+void use_deterministic_algorithms(bool mode, bool warn_only = false);
+bool are_deterministic_algorithms_enabled();
+bool is_deterministic_algorithms_warn_only_enabled();
+
+// Called by an op that is about to run an algorithm whose result may vary run to run: in
+// deterministic mode a NotImplementedError naming `op` (a warning with warn_only); else
+// nothing.
+void alert_not_deterministic(const char* op);
+
+}  // namespace loom

@@ -1,0 +1,273 @@
+// loom::checkpoint (autograd/activation_checkpoint.h): float64 gradcheck through a
+// checkpointed segment and gradients equal to the segment's without it (inputs, parameters
+// it captures, an input that needs no gradient, loom::grad); dropout masks identical in the
+// recomputation and the generator left as the forward left it; the forward's autocast
+// state; nesting; the errors (a recomputation of another shape, an input changed in place);
+// the activations freed, measured by the CPU allocator; and TransformerEncoder's
+// checkpoint_layers giving the same losses and gradients with less memory.
+#include <cmath>
+#include <cstring>
+
+#include "test_util.h"
+
+#include "autograd/activation_checkpoint.h"
+#include "autograd/autocast.h"
+#include "autograd/engine.h"
+#include "autograd/gradcheck.h"
+#include "core/memory.h"
+#include "core/ops.h"
+#include "nn/transformer.h"
+
+using namespace loom;
+using namespace loom::test;
+
+namespace {
+
+// A segment with several saved activations: x (B, D) -> tanh(x W1) W2 -> sigmoid, times x.
+Tensor segment(const Tensor& x, const Tensor& w1, const Tensor& w2) {
+  return x.matmul(w1).tanh().matmul(w2).sigmoid() * x;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return a.sizes() == b.sizes() && a.dtype() == b.dtype() && std::memcmp(ca.data(), cb.data(), size_t(ca.nbytes())) == 0;
+}
+
+// Within a few float64 ulps of the largest element.
+bool close(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && (a - b).abs().max().item<double>() <= 1e-14 * b.abs().max().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: float64 gradcheck, and the gradients of the plain segment", "[checkpoint_activations]") {
+  manual_seed(1);
+  const Tensor x = leaf({3, 4}), w1 = leaf({4, 5}, -0.5, 0.5), w2 = leaf({5, 4}, -0.5, 0.5);
+  CHECK(gradcheck([](const std::vector<Tensor>& in) { return checkpoint(segment, in[0], in[1], in[2]); }, {x, w1, w2}));
+
+  const Tensor up = random_nonzero({3, 4}, kFloat64);  // a non-trivial upstream gradient
+  zero_grad({x, w1, w2});
+  (segment(x, w1, w2) * up).sum().backward();
+  const std::vector<Tensor> plain{x.grad().clone(), w1.grad().clone(), w2.grad().clone()};
+  zero_grad({x, w1, w2});
+  const Tensor y = checkpoint(segment, x, w1, w2);
+  REQUIRE(y.requires_grad());
+  (y * up).sum().backward();
+  // Equal within rounding: the CPU matmul's order may follow its operands' alignment, which
+  // the recomputed activations need not share (bit-equal elsewhere in this file).
+  CHECK(close(x.grad(), plain[0]));
+  CHECK(close(w1.grad(), plain[1]));
+  CHECK(close(w2.grad(), plain[2]));
+}
+
+TEST_CASE("checkpoint: captured parameters, an input without grad, loom::grad, several outputs",
+          "[checkpoint_activations]") {
+  manual_seed(2);
+  const Tensor x = random_nonzero({6, 4}, kFloat64);  // needs no gradient
+  const Tensor w1 = leaf({4, 8}, -0.5, 0.5), w2 = leaf({8, 4}, -0.5, 0.5);
+  const auto fn = [&](const Tensor& in) { return segment(in, w1, w2); };
+  const std::vector<Tensor> want = grad({fn(x).pow(2.0).sum()}, {w1, w2});
+  const Tensor y = checkpoint(fn, x);
+  REQUIRE(y.requires_grad());  // through the parameters it captured
+  const std::vector<Tensor> got = grad({y.pow(2.0).sum()}, {w1, w2});
+  CHECK(same_bits(got[0], want[0]));
+  CHECK(same_bits(got[1], want[1]));
+  CHECK_FALSE(w1.grad().defined());  // loom::grad leaves .grad() alone, through the recomputation too
+
+  // Two outputs, one used: the other's branch gets no gradient and nothing breaks.
+  const Tensor a = leaf({5}), b = leaf({5});
+  const std::vector<Tensor> outs = checkpoint(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].exp() * in[1], in[1].tanh()}; }, {a, b});
+  (outs[0] * outs[0]).sum().backward();
+  const Tensor a2 = a.detach().requires_grad_(true), b2 = b.detach().requires_grad_(true);
+  const Tensor ref = a2.exp() * b2;
+  (ref * ref).sum().backward();
+  CHECK(same_bits(a.grad(), a2.grad()));
+  CHECK(same_bits(b.grad(), b2.grad()));
+}
+
+TEST_CASE("checkpoint: dropout draws the same masks in the recomputation; the generator is put back",
+          "[checkpoint_activations]") {
+  const auto fn = [](const Tensor& x, const Tensor& w) { return dropout(x.matmul(w).tanh(), 0.5, true).matmul(w.t()); };
+  manual_seed(3);
+  const Tensor x = leaf({16, 32}), w = leaf({32, 32}, -0.2, 0.2);
+  manual_seed(99);
+  fn(x, w).sum().backward();
+  const Tensor gx = x.grad().clone(), gw = w.grad().clone();
+  zero_grad({x, w});
+  manual_seed(99);
+  const Tensor y = checkpoint(fn, x, w);
+  const uint64_t offset_after_forward = default_generator().offset();
+  y.sum().backward();
+  CHECK(default_generator().offset() == offset_after_forward);  // the recomputation's draws given back
+  CHECK(same_bits(x.grad(), gx));  // a different mask would zero other elements
+  CHECK(same_bits(w.grad(), gw));
+  // A draw after backward continues the sequence as without checkpoint.
+  manual_seed(99);
+  fn(x, w);
+  CHECK(default_generator().offset() == offset_after_forward);
+}
+
+TEST_CASE("checkpoint: the recomputation runs under the forward's autocast state", "[checkpoint_activations]") {
+  manual_seed(4);
+  const Tensor x = random_nonzero({8, 16}).requires_grad_(true), w = random_nonzero({16, 16}).requires_grad_(true);
+  const auto fn = [](const Tensor& a, const Tensor& b) { return a.matmul(b).relu().matmul(b); };
+  Tensor plain, checkpointed;
+  {
+    amp::AutocastGuard bf16(kCPU);
+    plain = fn(x, w);
+  }
+  REQUIRE(plain.dtype() == kBFloat16);
+  plain.float_().sum().backward();
+  const Tensor gx = x.grad().clone(), gw = w.grad().clone();
+  zero_grad({x, w});
+  {
+    amp::AutocastGuard bf16(kCPU);
+    checkpointed = checkpoint(fn, x, w);
+  }
+  // Backward runs outside the region: a float32 recomputation would save float32 tensors
+  // where the forward saved bfloat16 ones (an error), and give other gradients.
+  checkpointed.float_().sum().backward();
+  CHECK(same_bits(x.grad(), gx));
+  CHECK(same_bits(w.grad(), gw));
+}
+
+TEST_CASE("checkpoint: nested checkpoints give the plain gradients", "[checkpoint_activations]") {
+  manual_seed(5);
+  const Tensor x = leaf({4, 6}), w = leaf({6, 6}, -0.4, 0.4);
+  const auto inner = [](const Tensor& a, const Tensor& b) { return dropout(a.matmul(b).tanh(), 0.3, true); };
+  const auto outer = [&](const Tensor& a, const Tensor& b) {
+    const Tensor h = a.sigmoid() * a;
+    return checkpoint(inner, h, b).matmul(b).exp() + checkpoint(inner, h * 2.0, b).sum();
+  };
+  manual_seed(7);
+  const auto plain_outer = [&](const Tensor& a, const Tensor& b) {
+    const Tensor h = a.sigmoid() * a;
+    return inner(h, b).matmul(b).exp() + inner(h * 2.0, b).sum();
+  };
+  plain_outer(x, w).sum().backward();
+  const Tensor gx = x.grad().clone(), gw = w.grad().clone();
+  zero_grad({x, w});
+  manual_seed(7);
+  checkpoint(outer, x, w).sum().backward();
+  CHECK(same_bits(x.grad(), gx));
+  CHECK(same_bits(w.grad(), gw));
+  CHECK(gradcheck([&](const std::vector<Tensor>& in) {
+    return checkpoint([&](const Tensor& a, const Tensor& b) { return checkpoint(segment, a, b, b.t()) * a; }, in[0], in[1]);
+  }, {leaf({3, 3}), leaf({3, 3}, -0.5, 0.5)}));
+}
+
+TEST_CASE("checkpoint: a recomputation of another shape, and an input changed in place, are errors",
+          "[checkpoint_activations]") {
+  manual_seed(6);
+  const Tensor x = leaf({4, 4});
+  int64_t rows = 4;
+  const auto fn = [&](const Tensor& a) { return a.narrow(0, 0, rows).exp().sum(); };
+  const Tensor y = checkpoint(fn, x);
+  rows = 2;  // fn now runs differently
+  require_throws_with<AutogradError>([&] { y.backward(); }, {"checkpoint", "differs from the forward", "(2, 4)", "(4, 4)"});
+
+  const Tensor x2 = leaf({3});
+  Tensor z = x2 * 1.0;
+  const Tensor y2 = checkpoint([](const Tensor& a) { return (a.exp() * a).sum(); }, z);
+  {
+    NoGradGuard no_grad;
+    z.mul_(2.0);
+  }
+  require_throws_with<AutogradError>([&] { y2.backward(); }, {"modified by an in-place operation", "checkpoint"});
+
+  // With grad mode off, checkpoint just runs fn.
+  NoGradGuard no_grad;
+  CHECK_FALSE(checkpoint(fn, x).requires_grad());
+}
+
+TEST_CASE("checkpoint frees the segment's activations after forward (CPU allocator statistics)",
+          "[checkpoint_activations]") {
+  manual_seed(8);
+  const int64_t rows = 2048, width = 128, depth = 8;
+  const Tensor x = random_nonzero({rows, width}).requires_grad_(true);
+  std::vector<Tensor> ws;
+  for (int64_t i = 0; i < depth; ++i) ws.push_back((random_nonzero({width, width}) * 0.05).requires_grad_(true));
+  // Two segments of four layers each; a layer saves h, w and tanh's output.
+  const auto layers = [&](int64_t first) {
+    return [&, first](const Tensor& in) {
+      Tensor h = in;
+      for (int64_t i = first; i < first + depth / 2; ++i) h = h.matmul(ws[size_t(i)]).tanh();
+      return h;
+    };
+  };
+  const auto deep = [&](const Tensor& in, bool use_checkpoint) {
+    Tensor h = in;
+    for (int64_t first : {int64_t(0), depth / 2}) h = use_checkpoint ? checkpoint(layers(first), h) : layers(first)(h);
+    return h;
+  };
+  struct Measure {
+    size_t held_after_forward, peak;
+  };
+  const auto measure = [&](bool use_checkpoint) {
+    zero_grad(ws);
+    zero_grad({x});
+    cpu::reset_peak_memory_stats();
+    const size_t base = cpu::memory_allocated();
+    Measure m{};
+    {
+      const Tensor y = deep(x, use_checkpoint);
+      m.held_after_forward = cpu::memory_allocated() - base;
+      y.sum().backward();
+    }
+    m.peak = cpu::max_memory_allocated() - base;
+    return m;
+  };
+  const Measure plain = measure(false);
+  const Tensor g_plain = ws[0].grad().clone();
+  const Measure with = measure(true);
+  std::printf("checkpoint over %lld tanh layers of (%lld, %lld) in 2 segments: held after forward %zu -> %zu bytes, peak %zu -> %zu\n",
+              static_cast<long long>(depth), static_cast<long long>(rows), static_cast<long long>(width),
+              plain.held_after_forward, with.held_after_forward, plain.peak, with.peak);
+  const size_t activation = size_t(rows * width) * 4;
+  CHECK(plain.held_after_forward >= size_t(depth) * activation);  // each layer's tanh output at least
+  CHECK(with.held_after_forward <= 2 * activation);               // the two segments' outputs
+  CHECK(with.peak < plain.peak);  // one segment's activations at a time in backward
+  CHECK(same_bits(ws[0].grad(), g_plain));
+}
+
+TEST_CASE("TransformerEncoderOptions::checkpoint_layers: the same losses and gradients, less memory",
+          "[checkpoint_activations][transformer]") {
+  const auto run = [](bool checkpointed, size_t& peak) {
+    manual_seed(9);
+    nn::TransformerEncoder encoder(
+        nn::TransformerEncoderOptions(
+            nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.2).batch_first(true), 3)
+            .norm(nn::LayerNorm(32))
+            .checkpoint_layers(checkpointed));
+    encoder->train();
+    const Tensor src = random_nonzero({4, 64, 32}), padding = arange(64).reshape({1, 64}).ge(
+                                                                   from_vector<int64_t>({64, 50, 33, 7}, {4, 1}));
+    std::vector<double> losses;
+    std::vector<Tensor> grads;
+    cpu::reset_peak_memory_stats();
+    const size_t base = cpu::memory_allocated();
+    for (int step = 0; step < 2; ++step) {
+      encoder->zero_grad();
+      const Tensor loss = encoder(src, Tensor(), padding).pow(2.0).mean();
+      loss.backward();
+      losses.push_back(loss.item<double>());
+    }
+    peak = cpu::max_memory_allocated() - base;
+    for (const Tensor& p : encoder->parameters()) grads.push_back(p.grad().clone());
+    return std::pair{losses, grads};
+  };
+  size_t plain_peak = 0, checkpointed_peak = 0;
+  const auto [plain_losses, plain_grads] = run(false, plain_peak);
+  const auto [losses, grads] = run(true, checkpointed_peak);
+  std::printf("TransformerEncoder (3 layers, (4, 64, 32)): peak %zu bytes, %zu with checkpoint_layers\n", plain_peak,
+              checkpointed_peak);
+  CHECK(losses == plain_losses);
+  REQUIRE(grads.size() == plain_grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(same_bits(grads[i], plain_grads[i]));
+  }
+  CHECK(checkpointed_peak < plain_peak);
+}

@@ -1,0 +1,126 @@
+// Deterministic mode (core/deterministic.h): the switch and warn_only; the alert's raise and
+// warning naming the op; the CUDA rules checked on the host (scatter-adds in order for
+// floats, attention's fused tiers refused when their backward will run, seen through the
+// emulated cuda:0); and training on the CPU giving the same bits at 1 and 2 threads.
+#include <cstring>
+
+#include "test_util.h"
+
+#include "core/cuda_emulation.h"
+#include "core/deterministic.h"
+#include "core/parallel.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_backend.h"
+#include "kernels/support/scatter_add_rule.h"
+#include "nn/functional.h"
+#include "nn/transformer.h"
+#include "optim/adam.h"
+#include "optim/clip_grad.h"
+
+using namespace loom;
+using namespace loom::test;
+
+namespace {
+
+// Restores the mode a test changed.
+struct DeterministicGuard {
+  bool mode = are_deterministic_algorithms_enabled(), warn = is_deterministic_algorithms_warn_only_enabled();
+  ~DeterministicGuard() { use_deterministic_algorithms(mode, warn); }
+};
+
+}  // namespace
+
+TEST_CASE("use_deterministic_algorithms: the switch, warn_only and the alert", "[deterministic]") {
+  const DeterministicGuard restore;
+  use_deterministic_algorithms(false);
+  CHECK_FALSE(are_deterministic_algorithms_enabled());
+  alert_not_deterministic("some_op");  // off: nothing
+  use_deterministic_algorithms(true);
+  CHECK(are_deterministic_algorithms_enabled());
+  CHECK_FALSE(is_deterministic_algorithms_warn_only_enabled());
+  require_throws_with<NotImplementedError>([] { alert_not_deterministic("some_op"); },
+                                           {"some_op", "deterministic implementation", "warn_only"});
+  use_deterministic_algorithms(true, /*warn_only=*/true);
+  CHECK(is_deterministic_algorithms_warn_only_enabled());
+  alert_not_deterministic("some_op");  // warns, runs on
+  use_deterministic_algorithms(false, true);
+  CHECK_FALSE(is_deterministic_algorithms_warn_only_enabled());  // warn_only means nothing when off
+}
+
+TEST_CASE("deterministic mode: CUDA scatter-adds of floats add in order, integers keep their exact atomics",
+          "[deterministic]") {
+  const DeterministicGuard restore;
+  for (bool mode : {false, true}) {
+    use_deterministic_algorithms(mode);
+    for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64}) {
+      INFO(dtype_name(d) << (mode ? " deterministic" : ""));
+      const bool half = d == kFloat16 || d == kBFloat16;
+      CHECK(kernels::scatter_add_in_order(d) == (half || (mode && is_floating_point(d))));
+    }
+  }
+}
+
+TEST_CASE("deterministic mode: attention whose backward runs on cuda:0 takes the MATH tier", "[deterministic][cuda_emulation]") {
+  const DeterministicGuard restore;
+  cuda::EmulationGuard emulate;
+  manual_seed(3);
+  const TensorOptions on_gpu = TensorOptions().device(kCUDA);
+  const Tensor q = randn({2, 4, 8, 16}, on_gpu), k = randn({2, 4, 8, 16}, on_gpu), v = randn({2, 4, 8, 16}, on_gpu);
+  for (bool backward : {false, true}) {
+    for (bool mode : {false, true}) {
+      INFO((backward ? "backward" : "forward only") << (mode ? ", deterministic" : ""));
+      use_deterministic_algorithms(mode);
+      const std::string why =
+          kernels::attention_refusal(kernels::SDPBackend::FLASH_ATTENTION, q, k, v, Tensor(), false, 0.0, backward);
+      CHECK((why.find("deterministic") != std::string::npos) == (mode && backward));
+      CHECK(kernels::attention_refusal(kernels::SDPBackend::MATH, q, k, v, Tensor(), false, 0.0, backward).empty());
+      CHECK(kernels::attention_refusal(kernels::SDPBackend::FLASH_ATTENTION, q.cpu(), k.cpu(), v.cpu(), Tensor(), false,
+                                       0.0, backward)
+                .find("deterministic") == std::string::npos);  // the CPU's fused backward has no atomics
+    }
+  }
+  // Through scaled_dot_product_attention: with only the fused tier allowed, a call whose
+  // backward will run has no kernel left and says why.
+  use_deterministic_algorithms(true);
+  const kernels::SdpaKernelGuard only_flash(kernels::SDPBackend::FLASH_ATTENTION);
+  const Tensor qg = q.detach().requires_grad_(true);
+  require_throws_with<NotImplementedError>([&] { nn::functional::scaled_dot_product_attention(qg, k, v); },
+                                           {"no available kernel", "deterministic algorithms are on"});
+  CHECK(nn::functional::scaled_dot_product_attention(q, k, v).sizes() == q.sizes());  // no backward: fused
+}
+
+TEST_CASE("deterministic mode: training on the CPU gives the same bits at 1 and 2 threads", "[deterministic]") {
+  const DeterministicGuard restore;
+  use_deterministic_algorithms(true);
+  const int threads = get_num_threads();
+  const auto train = [](uint64_t seed) {
+    manual_seed(seed);
+    nn::TransformerEncoder encoder(nn::TransformerEncoderOptions(
+        nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.1).batch_first(true), 2));
+    optim::Adam adam(encoder->parameters(), optim::AdamOptions(1e-3));
+    const Tensor x = random_nonzero({8, 40, 32}), target = random_nonzero({8, 40, 32});
+    for (int step = 0; step < 3; ++step) {
+      adam.zero_grad();
+      (encoder(x) - target).pow(2.0).mean().backward();
+      optim::clip_grad_norm_(encoder->parameters(), 0.5);
+      adam.step();
+    }
+    std::vector<std::string> bytes;
+    for (const Tensor& p : encoder->parameters())
+      bytes.emplace_back(static_cast<const char*>(p.data()), size_t(p.nbytes()));
+    return bytes;
+  };
+  for (uint64_t seed : {11, 12}) {
+    INFO("seed " << seed);
+    set_num_threads(1);
+    const auto one = train(seed);
+    set_num_threads(2);
+    const auto two = train(seed);
+    set_num_threads(threads);
+    REQUIRE(one.size() == two.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(one[i] == two[i]);
+    }
+  }
+}
