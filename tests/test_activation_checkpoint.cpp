@@ -87,7 +87,7 @@ TEST_CASE("checkpoint: captured parameters, an input without grad, loom::grad, s
   CHECK(same_bits(b.grad(), b2.grad()));
 }
 
-TEST_CASE("checkpoint: dropout draws the same masks in the recomputation; the generator is put back",
+TEST_CASE("checkpoint: dropout draws the same masks in the recomputation, and the generator is put back",
           "[checkpoint_activations]") {
   const auto fn = [](const Tensor& x, const Tensor& w) { return dropout(x.matmul(w).tanh(), 0.5, true).matmul(w.t()); };
   manual_seed(3);
