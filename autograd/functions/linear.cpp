@@ -50,19 +50,15 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   LOOM_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, "linear: input of shape ",
              shape_str(x.sizes()), " does not end in in_features = ", weight.size(1), " (weight ",
              shape_str(weight.sizes()), ")");
-  Tensor out;
-  if (!bias.defined()) {
-    out = x.matmul(weight.t());  // (..., out)
-    if (trace) trace.record({"linear", {x_in, weight_in, bias_in}, {out}, {}, {}});
-    return out;
-  }
-  LOOM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, "linear: bias of shape ",
-             shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
-  // One op, the bias added inside the GEMM (autograd/functions/linear.h), where the three
-  // agree; otherwise the composition, whose ops name what disagrees.
-  const bool fusable = x.is_floating_point() && weight.dtype() == x.dtype() && bias.dtype() == x.dtype() &&
-                       weight.device() == x.device() && bias.device() == x.device();
-  out = fusable ? fused_linear(x, weight, bias) : x.matmul(weight.t()) + bias;
+  LOOM_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), ShapeError,
+             "linear: bias of shape ", shape_str(bias.sizes()), " does not match out_features = ", weight.size(0));
+  // With a bias, one op, the bias added inside the GEMM (autograd/functions/linear.h), where
+  // the three agree; otherwise the composition, whose ops name what disagrees.
+  const bool fusable = bias.defined() && x.is_floating_point() && weight.dtype() == x.dtype() &&
+                       bias.dtype() == x.dtype() && weight.device() == x.device() && bias.device() == x.device();
+  const Tensor out = !bias.defined() ? x.matmul(weight.t())  // (..., out)
+                     : fusable       ? fused_linear(x, weight, bias)
+                                     : x.matmul(weight.t()) + bias;
   if (trace) trace.record({"linear", {x_in, weight_in, bias_in}, {out}, {}, {}});
   return out;
 }
