@@ -53,7 +53,7 @@ struct TrainingParts {
   const CudaGraphOption& cuda_graph;
   const loom::train::GradientAccumulation& accumulation;
   loom::train::MetricsLog* log = nullptr;  // each optimizer step's loss, when given
-  std::vector<std::string> stat_names = {"loss"};  // the progress bar's columns, one a statistic
+  std::vector<std::string> stat_names = {"loss"};  // the progress bar's columns, for the first statistics
   std::string item_name;                           // what the bar counts; empty: no bar
   bool read_each_step = true;                      // eager steps read at once (else at the epoch's end)
 };
@@ -77,7 +77,7 @@ class TrainingLoop {
   void start_epoch(int64_t epoch, int64_t epochs) {
     epoch_ = epoch;
     micro_batch_ = 0;
-    totals_ = {std::vector<double>(parts_.stat_names.size(), 0.0), 0};
+    totals_ = {std::vector<double>(parts_.stat_names.size(), 0.0), 0};  // grows to what the forward returns
     step_losses_ = {};
     if (!parts_.item_name.empty())
       bar_.emplace("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
@@ -96,10 +96,10 @@ class TrainingLoop {
       return;
     }
     const std::vector<loom::Tensor> out = eager_step(inputs);
-    const double loss = out[0].item<double>();
-    totals_.sums[0] += loss * weight;
-    for (size_t k = 1; k < out.size(); ++k) totals_.sums[k] += out[k].item<double>();
-    totals_.seen += weight;
+    std::vector<double> values;
+    for (const loom::Tensor& t : out) values.push_back(t.item<double>());
+    add(values, weight);
+    const double loss = values[0];
     if (std::optional<double> step_loss = step_losses_.add(parts_.accumulation, micro_batch_ - 1, loss))
       log_step(*step_loss);
     if (bar_) bar_->update(1, running_means(), counted);
@@ -110,9 +110,7 @@ class TrainingLoop {
     if (bar_) bar_->close();
     bar_.reset();
     for (const DeviceStepStats::Step& s : deferred_.read()) {
-      totals_.sums[0] += s.values[0] * s.weight;
-      for (size_t k = 1; k < s.values.size(); ++k) totals_.sums[k] += s.values[k];
-      totals_.seen += s.weight;
+      add(s.values, s.weight);
       if (parts_.cuda_graph.on) log_step(s.values[0]);  // a graphed step is a whole optimizer step
     }
     return totals_;
@@ -136,6 +134,14 @@ class TrainingLoop {
     const loom::train::GradientAccumulation& a = parts_.accumulation;
     const size_t i = micro_batch_++;
     return run_step(inputs, a.starts_step(i), a.ends_step(i), a.loss_factor(i));
+  }
+
+  // A micro-batch's statistics into the epoch's totals: the loss weighted, the rest summed.
+  void add(const std::vector<double>& values, double weight) {
+    if (totals_.sums.size() < values.size()) totals_.sums.resize(values.size(), 0.0);
+    totals_.sums[0] += values[0] * weight;
+    for (size_t k = 1; k < values.size(); ++k) totals_.sums[k] += values[k];
+    totals_.seen += weight;
   }
 
   // The statistics as one float32 tensor (k) on the device, for reading later.
