@@ -198,6 +198,11 @@ TEST_CASE("cuDNN attention plans: the key holds every field a graph depends on, 
     const Tensor vv = qq.dim() == 4 ? heads_view(2, 3, 7, 16, kFloat32) : random_nonzero({6, 7, 16});
     const Tensor out = fused_attention(qq, kk, vv, Tensor(), false, 0.5);
     CHECK(kernels::attention_strides(out) == kernels::attention_output_strides(qq, 16));
+    // The backward's gradient layouts, from the signature alone (cuDNN's dq, dk, dv).
+    const kernels::AttentionSignature sig = kernels::attention_signature(qq, kk, vv, out, Tensor(), false, 0);
+    CHECK(kernels::attention_output_strides(sig.heads, sig.H, sig.L, sig.E) == kernels::attention_output_strides(qq, 8));
+    CHECK(kernels::attention_output_strides(sig.heads, sig.H, sig.S, sig.Ev) == kernels::attention_output_strides(kk, 16));
+    CHECK(kernels::attention_output_strides(sig.heads, sig.H, sig.L, sig.Ev) == sig.out);
     CHECK(kernels::attention_signature(qq, kk, vv, out, Tensor(), false, 0) ==
           kernels::attention_signature(qq, kk, vv, Tensor(), Tensor(), false, 0));
   }

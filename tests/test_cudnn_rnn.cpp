@@ -127,6 +127,17 @@ TEST_CASE("cudnn rnn plan (host): LOOM_CUDNN_RNN_ALGO's values and the tests' ov
     CHECK(forced_rnn_algo() == CudnnRNNAlgo::PersistStatic);
   }
   CHECK_FALSE(forced_rnn_algo());
+  // An override applies where a persistent kernel may run, and never for float64 or
+  // rows of unequal lengths, which run STANDARD whatever is forced.
+  using kernels::cuda::rnn_algo_for;
+  const RNNAlgoQuery q = sentiment(kFloat16);
+  CHECK(rnn_algo_for(q, std::nullopt) == CudnnRNNAlgo::PersistStatic);
+  CHECK(rnn_algo_for(q, CudnnRNNAlgo::PersistStaticSmallH) == CudnnRNNAlgo::PersistStaticSmallH);
+  CHECK(rnn_algo_for(q, CudnnRNNAlgo::Standard) == CudnnRNNAlgo::Standard);
+  CHECK(rnn_algo_for(sentiment(kFloat64), CudnnRNNAlgo::PersistStatic) == CudnnRNNAlgo::Standard);
+  RNNAlgoQuery ragged = q;
+  ragged.equal_lengths = false;
+  CHECK(rnn_algo_for(ragged, CudnnRNNAlgo::PersistStaticSmallH) == CudnnRNNAlgo::Standard);
 }
 
 TEST_CASE("cudnn rnn plan (host): keys tell configurations apart, the LRU keeps the recent ones", "[cuda_host]") {

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
+#include <vector>
 
 #include "core/factories.h"
 #include "kernels/cuda/reduce_geometry.h"
@@ -151,4 +153,55 @@ TEST_CASE("reduce geometry (host): along one dim, element (o, r, i) is the one s
   CHECK_FALSE(kernels::cuda::dim_geometry(b, 0));       // dims 1 and 2 after it do not merge
   CHECK_FALSE(kernels::cuda::dim_geometry(b, 2));       // nor 0 and 1 before it
   CHECK(kernels::cuda::dim_geometry(b, 1));
+}
+
+TEST_CASE("reduce geometry (host): 16-byte row loads apply exactly where every row's vectors are aligned",
+          "[cuda_host]") {
+  // The rule against a loop over every row's start and every element's place: for rows of
+  // `len` elements `len_stride` apart, `outer` rows `outer_stride` apart, from base + offset.
+  alignas(16) static char base[1 << 12];
+  std::mt19937 rng(7);
+  auto pick = [&](std::vector<int64_t> values) { return values[rng() % values.size()]; };
+  auto check = [&]<typename T>() {
+    constexpr int64_t VEC = 16 / sizeof(T);
+    for (int trial = 0; trial < 400; ++trial) {
+      const int64_t outer = pick({1, 2, 3, 5}), len = pick({1, 4, 8, 12, 16, 24, 7});
+      const int64_t len_stride = pick({1, 1, 2}), outer_stride = len * len_stride + pick({0, 0, 1, 4, 8});
+      const int64_t offset = pick({0, 0, 2, 4, 8}) * int64_t(sizeof(T));
+      const void* p = base + offset;
+      bool expected = len_stride == 1 && len % VEC == 0;
+      for (int64_t o = 0; o < outer; ++o)
+        expected &= (offset + o * outer_stride * int64_t(sizeof(T))) % 16 == 0;
+      const kernels::cuda::ReduceGeometry g{outer, len, 1, outer_stride, len_stride, 1};
+      INFO("T bytes " << sizeof(T) << " outer " << outer << " len " << len << " strides " << outer_stride << ","
+                      << len_stride << " offset " << offset);
+      CHECK(kernels::cuda::rows_vectorize<T>({{p, g}}) == expected);
+      // Several operands: every one must allow it.
+      CHECK(kernels::cuda::rows_vectorize<T>({{base, kernels::cuda::contiguous_rows(2, 16)}, {p, g}}) == expected);
+    }
+    // A contiguous matrix: its rows, when n is a whole number of vectors and the data aligned.
+    CHECK(kernels::cuda::rows_vectorize<T>({{base, kernels::cuda::contiguous_rows(3, 4 * VEC)}}));
+    CHECK_FALSE(kernels::cuda::rows_vectorize<T>({{base + sizeof(T), kernels::cuda::contiguous_rows(3, 4 * VEC)}}));
+  };
+  check.operator()<float>();
+  check.operator()<uint16_t>();
+  check.operator()<double>();
+}
+
+TEST_CASE("reduce geometry (host): column reductions split their steps into whole, non-empty chunks",
+          "[cuda_host]") {
+  for (int64_t len : {1, 7, 127, 128, 129, 1000, 4096, 100000})
+    for (int64_t tiles : {1, 3, 64, 1056, 5000})
+      for (int64_t max_blocks : {264, 1056}) {
+        const kernels::cuda::ColumnChunks c = kernels::cuda::column_chunks(len, tiles, max_blocks, 8);
+        INFO("len " << len << " tiles " << tiles << " max_blocks " << max_blocks);
+        REQUIRE(c.count >= 1);
+        CHECK(c.count * c.len >= len);        // every step in a chunk
+        CHECK((c.count - 1) * c.len < len);   // the last chunk not empty
+        // No more chunks than the tiles leave blocks for (one at least), nor than give each
+        // of the 8 thread rows 16 steps.
+        CHECK(c.count <= std::max<int64_t>(max_blocks / tiles, 1));
+        CHECK(c.count <= std::max<int64_t>((len + 127) / 128, 1));
+        if (tiles >= max_blocks || len <= 128) CHECK(c.count == 1);
+      }
 }

@@ -59,11 +59,14 @@ Strides attention_strides(const Tensor& t) {
   return {t.stride(0), t.size(1) * t.size(2), t.stride(1), t.stride(2)};
 }
 
-Strides attention_output_strides(const Tensor& like, int64_t cols) {
-  const int64_t rows = like.size(-2);
-  if (like.dim() == 3) return {rows * cols, rows * cols, cols, 1};
-  const int64_t H = like.size(1);
+Strides attention_output_strides(bool heads, int64_t H, int64_t rows, int64_t cols) {
+  if (!heads) return {rows * cols, rows * cols, cols, 1};
   return {rows * H * cols, cols, H * cols, 1};  // (B, rows, H, cols) seen as (B, H, rows, cols)
+}
+
+Strides attention_output_strides(const Tensor& like, int64_t cols) {
+  const bool heads = like.dim() == 4;
+  return attention_output_strides(heads, heads ? like.size(1) : 1, like.size(-2), cols);
 }
 
 AttentionSignature attention_signature(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

@@ -82,6 +82,9 @@ AttentionSignature::Strides attention_strides(const Tensor& t);
 // (B, H, rows, ·) or (N, rows, ·) operand with `cols` columns: contiguous (N, rows, cols),
 // or (B, rows, H, cols) seen as (B, H, rows, cols), MultiheadAttention's heads layout.
 AttentionSignature::Strides attention_output_strides(const Tensor& like, int64_t cols);
+// The same rule from the signature's view of the operands: `heads` for (B, H, rows, ·)
+// operands, H heads (1 for (N, rows, ·) ones). The backward's gradients take it too.
+AttentionSignature::Strides attention_output_strides(bool heads, int64_t H, int64_t rows, int64_t cols);
 
 // How many cuDNN attention graphs this thread has built, forward or backward, refused ones
 // included (kernels/cuda/cudnn_attention.cpp counts them): a steady-state training step

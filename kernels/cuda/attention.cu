@@ -586,8 +586,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
 // Why the kernels would not take q and v: their dtype, head dims, or shared memory too
 // small on q's device for both layouts; "" when they would.
 std::string attention_refusal(const Tensor& q, const Tensor& v) {
-  int optin = 0;
-  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device().index));
+  const int optin = device_properties(q.device().index).smem_optin;
   size_t bytes = 0;
   const bool taken = dispatch_attention(q.dtype(), head_dim(q, v), [&]<typename T, int D>() {
     bytes = std::max(ForwardSmem<T, D>::bytes, BackwardSmem<T, D>::bytes);

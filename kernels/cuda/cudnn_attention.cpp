@@ -19,7 +19,6 @@
 
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -32,6 +31,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cudnn_attention_masks.h"
 #include "kernels/cuda/cudnn_util.h"
+#include "kernels/cuda/device_properties.h"
 #include "kernels/cuda/reduce_geometry.h"
 #include "kernels/support/lru_cache.h"
 
@@ -63,17 +63,10 @@ PlanCache& plan_cache() {
   return *cache;
 }
 
-// cuDNN's version and the device's compute capability, asked once per device.
+// cuDNN's version and the device's compute capability.
 CudnnAttentionLimits limits_of(int device) {
-  static std::mutex mutex;
-  static std::unordered_map<int, CudnnAttentionLimits> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(device);
-  if (it != known.end()) return it->second;
-  int major = 0, minor = 0;
-  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return known[device] = {int64_t(cudnnGetVersion()), major * 10 + minor};
+  const DeviceProperties& p = device_properties(device);
+  return {int64_t(cudnnGetVersion()), p.major * 10 + p.minor};
 }
 
 // Whether every operand's data starts on a 16-byte boundary (the tensor memory accelerator's).
@@ -104,11 +97,9 @@ TensorPtr scalar_input(fe::graph::Graph& g, const char* name, Uid uid, int64_t c
                       .set_is_pass_by_value(by_value));
 }
 
-// The gradient layout fused_attention makes for a (B, H, rows, ·) operand: the same rule as
-// its output's (attention_output_strides), from the signature.
+// The gradient layout fused_attention makes for a (B, H, rows, ·) operand: its output's.
 Strides grad_strides(const AttentionSignature& s, int64_t rows, int64_t cols) {
-  if (s.heads) return {rows * s.H * cols, cols, s.H * cols, 1};
-  return {rows * cols, rows * cols, cols, 1};
+  return attention_output_strides(s.heads, s.H, rows, cols);
 }
 
 // What the forward and backward graphs share: the scale, the mask and the dropout, set on

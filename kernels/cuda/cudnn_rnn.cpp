@@ -47,12 +47,14 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "core/cuda.h"
 #include "core/factories.h"
 #include "core/generator.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cudnn_util.h"
+#include "kernels/cuda/device_properties.h"
 #include "kernels/rnn/cudnn_rnn_plan.h"
 #include "kernels/rnn/rnn_rules.h"
 
@@ -412,26 +414,6 @@ Tensor packed_weights(const std::shared_ptr<LayerPlan>& layer, const std::vector
   return space;
 }
 
-// The device's compute capability and SM count, asked once per device.
-struct DeviceTraits {
-  int major = 0, minor = 0, sms = 0;
-};
-
-constexpr int kMaxDevices = 64;
-
-DeviceTraits device_traits(int device) {
-  LOOM_ASSERT(device >= 0 && device < kMaxDevices, "cudnn_rnn: device index ", device);
-  static std::array<DeviceTraits, kMaxDevices> traits{};
-  static std::array<std::once_flag, kMaxDevices> once;
-  std::call_once(once[size_t(device)], [device] {
-    DeviceTraits& t = traits[size_t(device)];
-    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&t.major, cudaDevAttrComputeCapabilityMajor, device));
-    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&t.minor, cudaDevAttrComputeCapabilityMinor, device));
-    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&t.sms, cudaDevAttrMultiProcessorCount, device));
-  });
-  return traits[size_t(device)];
-}
-
 // LOOM_CUDNN_RNN_ALGO, read once (Note [cuDNN RNN algorithm rule]).
 std::optional<CudnnRNNAlgo> algo_override() {
   static const std::optional<CudnnRNNAlgo> value = parse_rnn_algo(std::getenv("LOOM_CUDNN_RNN_ALGO"));
@@ -443,8 +425,7 @@ std::optional<CudnnRNNAlgo> algo_override() {
 struct CudnnRNNSaved : RNNStackSaved {
   Plans plans;
   Tensor space, reserve;           // the weight space forward ran with; cuDNN's reserve
-  std::vector<Shape> weight_sizes;  // of the weights given to forward (empty: undefined)
-  std::vector<bool> weight_defined;
+  std::vector<std::optional<Shape>> weight_shapes;  // of the weights given to forward (nullopt: undefined)
 };
 
 bool cudnn_runs(DType dtype) {
@@ -506,7 +487,7 @@ RNNStackOutput cudnn_rnn_forward(const RNNStackConfig& config, const Tensor& x, 
   // The configuration's keys (Note [cuDNN RNN plans]) and its algorithm.
   bool equal_lengths = true;
   for (int64_t len : lengths) equal_lengths &= len == T;
-  const DeviceTraits traits = device_traits(device);
+  const DeviceProperties& traits = device_properties(device);
   RNNAlgoQuery query{config.mode, x.dtype(), config.input_size, H, config.num_layers, config.bidirectional,
                      T, B, equal_lengths, config.training, traits.major, traits.minor, traits.sms};
   const double dropout = config.num_layers > 1 ? config.dropout : 0.0;
@@ -522,10 +503,7 @@ RNNStackOutput cudnn_rnn_forward(const RNNStackConfig& config, const Tensor& x, 
   key.dropout = dropout;
   key.dropout_generation = dropout > 0 ? default_generator().reseeds() : 0;
   key.tf32 = x.dtype() == kFloat32 && ::loom::cuda::allow_tf32();
-  // The override never asks a persistent kernel for what the rule rules out outright.
-  const bool persistent_possible = x.dtype() != kFloat64 && equal_lengths;
-  const std::optional<CudnnRNNAlgo> forced = forced_rnn_algo() ? forced_rnn_algo() : algo_override();
-  key.algo = persistent_possible ? forced.value_or(choose_rnn_algo(query)) : CudnnRNNAlgo::Standard;
+  key.algo = rnn_algo_for(query, forced_rnn_algo() ? forced_rnn_algo() : algo_override());
   check_weight_sizes(key, weights);
   const CudnnRNNShapeKey shape{T, B, equal_lengths ? std::vector<int64_t>{} : lengths, config.training};
 
@@ -563,10 +541,8 @@ RNNStackOutput cudnn_rnn_forward(const RNNStackConfig& config, const Tensor& x, 
     saved->plans = plans;
     saved->space = space;
     saved->reserve = reserve;
-    for (const Tensor& w : weights) {
-      saved->weight_sizes.push_back(w.defined() ? w.sizes() : Shape{});
-      saved->weight_defined.push_back(w.defined());
-    }
+    for (const Tensor& w : weights)
+      saved->weight_shapes.push_back(w.defined() ? std::optional<Shape>(w.sizes()) : std::nullopt);
     out.saved = std::move(saved);
   }
   return out;
@@ -610,9 +586,9 @@ RNNStackGrads cudnn_rnn_backward(const RNNStackSaved& saved, const Tensor& x, co
                                               shape.h_desc.desc, h0.data(), shape.y_desc.desc, y.data(),
                                               layer.space_bytes, dspace.data(), shape.work_bytes, work.data(),
                                               shape.reserve_bytes, reserve));
-  g.dweights.resize(s.weight_sizes.size());
+  g.dweights.resize(s.weight_shapes.size());
   for (size_t k = 0; k < g.dweights.size(); ++k)
-    if (s.weight_defined[k]) g.dweights[k] = empty(s.weight_sizes[k], opt);
+    if (s.weight_shapes[k]) g.dweights[k] = empty(*s.weight_shapes[k], opt);
   const char* dbase = static_cast<const char*>(dspace.data());
   for (const WeightCopy& c : layer.copies)
     LOOM_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(g.dweights[c.param].data()) + c.param_offset,

@@ -28,6 +28,7 @@
 
 #include "core/dtype.h"
 #include "core/generator.h"
+#include "kernels/cuda/device_properties.h"
 #include "kernels/cuda/offset_calculator.cuh"
 
 #if defined(__CUDACC__)
@@ -191,13 +192,7 @@ inline cudaStream_t current_stream(int device) {
 // Blocks for `items` thread-sized work items: enough to fill the GPU a few times over,
 // then the grid-stride loops take the rest.
 inline unsigned grid_size(int64_t items, int device) {
-  static std::array<std::atomic<int>, 64> sm_count{};  // per device, asked once (0: not yet)
-  int sms = device < int(sm_count.size()) ? sm_count[size_t(device)].load(std::memory_order_relaxed) : 0;
-  if (sms == 0) {
-    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if (device < int(sm_count.size())) sm_count[size_t(device)].store(sms, std::memory_order_relaxed);
-  }
-  const int64_t max_blocks = int64_t(sms) * (2048 / kBlockSize);
+  const int64_t max_blocks = int64_t(device_properties(device).sms) * (2048 / kBlockSize);
   return unsigned(std::clamp<int64_t>((items + kBlockSize - 1) / kBlockSize, 1, max_blocks));
 }
 

@@ -163,15 +163,6 @@ __global__ void __launch_bounds__(kBlockSize)
 
 // ---- host side -------------------------------------------------------------------------------
 
-template <typename X>
-bool rows_vectorize(std::initializer_list<const void*> pointers, int64_t n) {
-  constexpr int VEC = int(16 / sizeof(X));
-  if (n % VEC != 0) return false;  // every row starts aligned when the first does
-  for (const void* p : pointers)
-    if (!is_aligned16(p)) return false;
-  return true;
-}
-
 void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, double eps) {
   const int64_t rows = x.size(0), n = x.size(1);
@@ -185,7 +176,8 @@ void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
                 dtype_name(dtype_of<M>));
     X* yp = static_cast<X*>(y.data());
     const X* xp = static_cast<const X*>(x.data());
-    dispatch_row_config<X>(n, rows_vectorize<X>({xp, yp}, n), [&]<typename Config>() {
+    const ReduceGeometry rows_n = contiguous_rows(rows, n);
+    dispatch_row_config<X>(n, rows_vectorize<X>({{xp, rows_n}, {yp, rows_n}}), [&]<typename Config>() {
       layer_norm_forward_kernel<Config, X><<<row_blocks<Config>(rows), kBlockSize, 0, stream>>>(
           yp, static_cast<M*>(mean.data()), static_cast<M*>(rstd.data()), xp, param<X>(weight), param<X>(bias), rows,
           n, M(eps));
@@ -208,20 +200,19 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const M* rp = static_cast<const M*>(rstd.data());
     if (dx.defined() && rows > 0) {
       X* dxp = static_cast<X*>(dx.data());
-      dispatch_row_config<X>(n, rows_vectorize<X>({dyp, xp, dxp}, n), [&]<typename Config>() {
+      const ReduceGeometry rows_n = contiguous_rows(rows, n);
+      dispatch_row_config<X>(n, rows_vectorize<X>({{dyp, rows_n}, {xp, rows_n}, {dxp, rows_n}}), [&]<typename Config>() {
         layer_norm_dx_kernel<Config, X><<<row_blocks<Config>(rows), kBlockSize, 0, stream>>>(
             dxp, dyp, xp, mp, rp, param<X>(weight), rows, n);
       });
       LOOM_CUDA_KERNEL_CHECK();
     }
     if (!dweight.defined() && !dbias.defined()) return;
-    // Chunks of rows while the column tiles cannot fill the GPU, each thread keeping 16 rows.
+    // Chunks of rows while the column tiles cannot fill the GPU (as reductions split theirs).
     const int64_t tiles = (n + kColumnLanes - 1) / kColumnLanes;
     const int64_t blocks_max = grid_size(std::numeric_limits<int32_t>::max(), device);
-    int64_t chunks = std::clamp<int64_t>(blocks_max / std::max<int64_t>(tiles, 1), 1,
-                                         std::max<int64_t>((rows + kColumnRows * 16 - 1) / (kColumnRows * 16), 1));
-    const int64_t chunk_rows = std::max<int64_t>((rows + chunks - 1) / chunks, 1);
-    chunks = std::max<int64_t>((rows + chunk_rows - 1) / chunk_rows, 1);
+    const ColumnChunks split = column_chunks(rows, tiles, blocks_max, kColumnRows);
+    const int64_t chunks = split.count, chunk_rows = split.len;
     const TensorOptions part_options = TensorOptions(dtype_of<M>).device(x.device());
     const Tensor dw_part = dweight.defined() ? empty({chunks, n}, part_options) : Tensor();
     const Tensor db_part = dbias.defined() ? empty({chunks, n}, part_options) : Tensor();

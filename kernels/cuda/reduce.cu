@@ -326,11 +326,8 @@ void fold_columns(const In* x, const ReduceGeometry& g, const Fold& fold, const 
                        is_aligned16(x);
   const int vec = vectors ? VEC : 1;
   const int64_t tiles = (g.inner + kColumnLanes * vec - 1) / (kColumnLanes * vec);
-  // Chunks along len while the tiles cannot fill the GPU, each thread keeping 16 steps.
-  int64_t chunks = std::clamp<int64_t>(max_blocks(device) / std::max<int64_t>(g.outer * tiles, 1), 1,
-                                       std::max<int64_t>((g.len + kColumnRows * 16 - 1) / (kColumnRows * 16), 1));
-  const int64_t chunk_len = std::max<int64_t>((g.len + chunks - 1) / chunks, 1);
-  chunks = std::max<int64_t>((g.len + chunk_len - 1) / chunk_len, 1);
+  const ColumnChunks split = column_chunks(g.len, g.outer * tiles, max_blocks(device), kColumnRows);
+  const int64_t chunks = split.count, chunk_len = split.len;
   auto first = [&](const auto& first_sink) {
     if (vectors) {
       if constexpr (VEC > 1) launch_columns<VEC>(x, g, chunks, chunk_len, fold, first_sink, device, stream);

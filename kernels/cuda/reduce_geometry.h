@@ -21,7 +21,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"  // LOOM_HOST_DEVICE
@@ -112,5 +114,37 @@ inline std::optional<ReduceGeometry> dim_geometry(const Tensor& t, int64_t dim) 
 
 // Whether p can be read and written 16 bytes at a time (the kernels' vector loads).
 inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// How a column reduction (each block folding a tile of adjacent columns down its rows)
+// splits its `len` steps into chunks while its `tiles` blocks cannot fill `max_blocks`:
+// each of a block's `block_rows` rows of threads keeps at least 16 steps, no chunk is
+// empty, and chunk c covers [c * len, (c + 1) * len). With more than one chunk the caller
+// launches twice — each chunk's partials, then each column's chunks added in order — and the
+// split depends only on the shapes and the device, so results repeat run to run.
+struct ColumnChunks {
+  int64_t count = 1, len = 1;
+};
+
+inline ColumnChunks column_chunks(int64_t len, int64_t tiles, int64_t max_blocks, int64_t block_rows) {
+  const int64_t wanted = std::clamp<int64_t>(max_blocks / std::max<int64_t>(tiles, 1), 1,
+                                             std::max<int64_t>((len + block_rows * 16 - 1) / (block_rows * 16), 1));
+  const int64_t chunk_len = std::max<int64_t>((len + wanted - 1) / wanted, 1);
+  return {std::max<int64_t>((len + chunk_len - 1) / chunk_len, 1), chunk_len};
+}
+
+// A contiguous (rows, n) matrix's rows as reduction geometry.
+inline ReduceGeometry contiguous_rows(int64_t rows, int64_t n) { return {rows, n, 1, n, 1, 1}; }
+
+// Whether the row kernels' 16-byte loads and stores of T apply to every (pointer, geometry):
+// each row starts 16-byte aligned (the first does, and every row's start is a whole number
+// of vectors from it), its elements adjacent and a whole number of vectors.
+template <typename T>
+bool rows_vectorize(std::initializer_list<std::pair<const void*, ReduceGeometry>> operands) {
+  constexpr int VEC = int(16 / sizeof(T));
+  for (const auto& [p, g] : operands)
+    if (!(is_aligned16(p) && g.len_stride == 1 && g.len % VEC == 0 && (g.outer <= 1 || g.outer_stride % VEC == 0)))
+      return false;
+  return true;
+}
 
 }  // namespace loom::kernels::cuda

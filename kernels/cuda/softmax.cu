@@ -172,16 +172,6 @@ void copy_back(const Tensor& out, int64_t dim, const Written& w) {
   if (w.buffer.defined()) copy(out.detach().permute(dim_last(out.dim(), dim)), w.buffer);
 }
 
-// Whether 16-byte row loads and stores apply to all of (pointer, geometry).
-template <typename T>
-bool rows_vectorize(std::initializer_list<std::pair<const void*, ReduceGeometry>> operands) {
-  constexpr int VEC = int(16 / sizeof(T));
-  for (const auto& [p, g] : operands)
-    if (!(is_aligned16(p) && g.len_stride == 1 && g.len % VEC == 0 && (g.outer <= 1 || g.outer_stride % VEC == 0)))
-      return false;
-  return true;
-}
-
 }  // namespace
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {

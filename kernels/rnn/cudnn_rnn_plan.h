@@ -90,9 +90,13 @@ inline bool persist_static_device(const RNNAlgoQuery& q) {
 
 }  // namespace detail
 
+// Whether a persistent algorithm may run at all: never for float64 or rows of unequal
+// lengths (cuDNN's persistent kernels refuse them), whatever the rule or an override says.
+inline bool persistent_rnn_possible(const RNNAlgoQuery& q) { return q.dtype != kFloat64 && q.equal_lengths; }
+
 // Note [cuDNN RNN algorithm rule].
 inline CudnnRNNAlgo choose_rnn_algo(const RNNAlgoQuery& q) {
-  if (q.dtype == kFloat64 || !q.equal_lengths) return CudnnRNNAlgo::Standard;
+  if (!persistent_rnn_possible(q)) return CudnnRNNAlgo::Standard;
   const bool gated = q.mode == RNNMode::LSTM || q.mode == RNNMode::GRU;
   const int64_t small_h = q.training ? (gated ? 128 : 256) : (gated ? 192 : 384);
   if (q.sm_major >= 6 && q.hidden_size <= small_h) return CudnnRNNAlgo::PersistStaticSmallH;
@@ -116,6 +120,12 @@ inline std::optional<CudnnRNNAlgo> parse_rnn_algo(const char* value) {
 inline std::optional<CudnnRNNAlgo>& forced_rnn_algo() {
   thread_local std::optional<CudnnRNNAlgo> algo;
   return algo;
+}
+
+// The algorithm a layer runs: the override (`forced`) where set, else the rule; STANDARD
+// where no persistent one may run.
+inline CudnnRNNAlgo rnn_algo_for(const RNNAlgoQuery& q, std::optional<CudnnRNNAlgo> forced) {
+  return persistent_rnn_possible(q) ? forced.value_or(choose_rnn_algo(q)) : CudnnRNNAlgo::Standard;
 }
 
 // Forces `algo` on this thread while in scope.
