@@ -5,9 +5,11 @@
 
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "autograd/grad_mode.h"
 #include "core/cuda.h"
 #include "core/factories.h"
+#include "distributed/arrivals.h"
 #include "distributed/error.h"
 #include "distributed/rendezvous.h"
 
@@ -93,6 +96,7 @@ struct Comm {
   const void* culprit = nullptr;  // the collective that failed
   int rank = 0, size = 1;
   std::chrono::milliseconds timeout{0};
+  std::unique_ptr<Arrivals> arrivals;  // who entered which collective (Note [who did not arrive])
 
   // Stops the communicator's queued kernels and frees it; later collectives throw `why`.
   void abort_locked(std::string why, const void* failed) {
@@ -107,6 +111,7 @@ struct Comm {
 // (kept alive until it has run: Note [nccl streams]).
 struct Pending {
   std::string what;
+  uint32_t seq = 0;  // the collective's number on this group: 0, 1, ... in call order
   std::vector<Tensor> tensors;
   Clock::time_point deadline;
   cuda::Event end;  // made on the group's device (the constructor runs under its guard)
@@ -158,8 +163,9 @@ class NCCLWork : public Work {
                                         " (the communicator was aborted)"),
                             pending_.get());
       } else if (Clock::now() >= pending_->deadline) {
-        comm_->abort_locked(detail::str(pending_->what, " timed out after ", comm_->timeout.count(), " ms on rank ",
-                                        comm_->rank, " of ", comm_->size,
+        comm_->abort_locked(detail::str(pending_->what, " #", pending_->seq, " timed out after ", comm_->timeout.count(),
+                                        " ms on rank ", comm_->rank, " of ", comm_->size, ": ",
+                                        comm_->arrivals->missing(pending_->seq),
                                         " (every rank must call the same collectives in the same order, with "
                                         "the same sizes; the communicator was aborted)"),
                             pending_.get());
@@ -193,6 +199,7 @@ struct ProcessGroupNCCL::Impl {
   cuda::Event ready;    // marks the caller's stream before each collective
   std::mutex mutex;     // one collective queued at a time, so every rank sees the same order
   std::vector<std::shared_ptr<Pending>> in_flight;
+  uint32_t next_seq = 0;
 
   // Runs launch on the group's stream after the work queued on the caller's current stream.
   std::shared_ptr<Work> run(std::string what, std::vector<Tensor> keep, const Launch& launch) {
@@ -204,6 +211,8 @@ struct ProcessGroupNCCL::Impl {
     {
       std::lock_guard<std::mutex> comm_lock(comm->mutex);  // a Work's abort must not free it meanwhile
       LOOM_CHECK(comm->failure.empty(), DistributedError, what, ": the group failed before: ", comm->failure);
+      pending->seq = next_seq++;
+      comm->arrivals->enter(pending->seq);
       ready.record(cuda::Stream::current(device));
       ready.wait(stream);
       cuda::StreamGuard on_group_stream(stream);  // buffers and copies below belong to it
@@ -255,6 +264,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<TCPStore> store, int rank, in
   impl_->comm->rank = rank;
   impl_->comm->size = size;
   impl_->comm->timeout = options.timeout_;
+  impl_->comm->arrivals = std::make_unique<Arrivals>(impl_->store, "loom/nccl", rank, size);
   TCPStore& s = *impl_->store;
 
   join_group(s, "loom/nccl", "ProcessGroupNCCL", rank, size);  // Note [rendezvous], steps 1 and 2
