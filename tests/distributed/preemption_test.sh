@@ -72,12 +72,14 @@ check "no --checkpoint: written under --out" [ -f "$dir/nockpt/preempted.safeten
 train nockpt_resumed --resume "$dir/nockpt/preempted.safetensors"
 check "no --checkpoint: resumed to the uninterrupted run's weights" [ "$(crc "$dir/nockpt_resumed")" = "$whole" ]
 
-# 4. A second signal: at once, nothing written. Big steps (~0.5 s or more here), so that the
-#    second SIGTERM, 0.1 s after the first, lands in the step the first lets finish.
-"$flagship" --threads 1 --workers 0 --train-limit 1024 --epochs 1 --batch-size 256 --hidden 256 \
+# 4. A second signal: at once, nothing written. Big steps (about 1 s here), so that the
+#    second SIGTERM, 0.1 s after the first, lands in the step the first lets finish (or in its write).
+"$flagship" --threads 1 --workers 0 --train-limit 1024 --epochs 1 --batch-size 256 --hidden 512 \
   --checkpoint "$dir/twice.safetensors" --out "$dir/twice" > "$dir/twice.log" 2>&1 &
 pid=$!
-sleep 1.5
+# The metrics files appear just before the handlers are installed and training starts.
+while [ ! -f "$dir/twice/text_classification_steps.csv" ] && kill -0 $pid 2>/dev/null; do sleep 0.02; done
+sleep 0.3
 kill -TERM $pid
 sleep 0.1
 start=$(now)
