@@ -268,6 +268,14 @@ class DataLoader {
   // order.
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  // The next pass (begin()) starts at batch k of its epoch's order, the first k neither
+  // loaded nor yielded: a run resumed mid-epoch goes on with the batches it had not seen
+  // (torchdata's StatefulDataLoader counts the same). Once: the pass after starts at 0.
+  void set_start_batch(size_t k) {
+    LOOM_CHECK(k <= size(), ValueError, "DataLoader.set_start_batch: batch ", k, " of an epoch of ", size(),
+               " batches");
+    start_batch_ = k;
+  }
 
   class Iterator {
    public:
@@ -306,8 +314,11 @@ class DataLoader {
   // Starts the next epoch (stopping any earlier pass that is still loading).
   Iterator begin() {
     run_.reset();
+    Batches batches = batch_sampler_->batches(epoch_++);
+    batches.erase(batches.begin(), batches.begin() + int64_t(std::min(start_batch_, batches.size())));
+    start_batch_ = 0;
     run_ = std::make_unique<detail::EpochRun<Example, Batch>>(
-        batch_sampler_->batches(epoch_++), loader_function(), options_.num_workers_,
+        std::move(batches), loader_function(), options_.num_workers_,
         options_.prefetch_factor_, options_.timeout_s_);
     return Iterator(run_.get());
   }
@@ -338,6 +349,7 @@ class DataLoader {
   std::shared_ptr<const BatchSampler> batch_sampler_;
   DataLoaderOptions options_;
   uint64_t epoch_ = 0;
+  size_t start_batch_ = 0;
   std::unique_ptr<detail::EpochRun<Example, Batch>> run_;
 };
 

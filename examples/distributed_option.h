@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string_view>
 #include <string>
 #include <utility>
@@ -62,6 +63,16 @@ struct DistributedOption {
     loom::Tensor t = loom::from_vector(values).to(loom::distributed::default_group().device());
     loom::distributed::all_reduce(t)->wait();
     values = t.to_vector<double>();
+  }
+  // A flag or'ed over the ranks (every rank calls it, at the same point), for
+  // TrainingParts::any_rank; empty when not distributed.
+  std::function<bool(bool)> any_rank() const {
+    if (!enabled) return {};
+    return [this](bool flag) {
+      std::vector<double> v{flag ? 1.0 : 0.0};
+      sum(v);
+      return v[0] > 0;
+    };
   }
   // After rank 0 writes a file the others will read.
   void barrier() const {

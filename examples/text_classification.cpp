@@ -8,6 +8,9 @@
 //   ./build/cpu/examples/text_classification --resume run.safetensors --epochs 6
 //   (--stop-after N ends a run early, as if interrupted; resuming then continues exactly
 //   where an uninterrupted run would be: same batches, same dropout masks, same numbers)
+//   ./build/cpu/examples/text_classification --checkpoint run.safetensors --resume auto
+//   (SIGTERM or SIGUSR1 ends the step, writes the checkpoint mid-epoch and exits 143; run
+//   again with --resume auto to go on from it: examples/resume_option.h)
 //   ./build/cpu/examples/text_classification --data path/to/aclImdb  # or any label<TAB>text file
 //   ./build/cpu/examples/text_classification --keep-best best.safetensors --patience 3
 //   (keeps the checkpoint of the best held-out epoch, stops after 3 epochs without a better
@@ -38,6 +41,7 @@
 #include "loom.h"
 #include "text_classification_model.h"
 #include "profile_option.h"
+#include "resume_option.h"
 #include "text_task.h"
 #include "training_loop.h"
 
@@ -48,7 +52,8 @@ int main(int argc, char** argv) {
   examples::TextTaskOptions data_options;
   data_options.path = examples::bundled_data("movie_snippets.tsv");
   data_options.min_freq = 1;
-  std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint, resume;
+  std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint;
+  examples::ResumeOption resume_option;
   std::string tensorboard_dir;  // --tensorboard: empty for none
   examples::KeepBestOptions keep_best;
   examples::AmpOption amp_option;
@@ -77,7 +82,7 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "DataLoader worker threads");
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--checkpoint", checkpoint, "save a training checkpoint here after every epoch");
-  app.add_option("--resume", resume, "continue from this checkpoint");
+  resume_option.add_to(app);
   app.add_option("--stop-after", stop_after, "stop after this many epochs of this run, as if interrupted");
   app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
@@ -95,7 +100,6 @@ int main(int argc, char** argv) {
     data_options.train_limit = 512;
     epochs = 4;
   }
-  if (!resume.empty()) data_options.vocab_path = resume + ".vocab.txt";
 
   try {
     if (threads > 0) set_num_threads(threads);
@@ -105,6 +109,8 @@ int main(int argc, char** argv) {
     distributed.init(device);
     cuda_graph.check(device, accum_steps, distributed.enabled);
     if (distributed.rank() > 0) out_dir += "/rank" + std::to_string(distributed.rank());
+    const std::string resume = resume_option.path(checkpoint);  // --resume auto: --checkpoint's, if there
+    if (!resume.empty()) data_options.vocab_path = resume + ".vocab.txt";
     examples::TextTask task = examples::load_text_task(data_options);
     auto train_loader = examples::text_loader(task.train, batch_size, true, data_options.seed, workers, device.is_cuda(),
                                               distributed.shard());
@@ -122,19 +128,33 @@ int main(int argc, char** argv) {
     const auto training_checkpoint = [&](int64_t step, int64_t epoch) {
       stopper_state = stopper.state_dict();
       return optim::Checkpoint{model.get(), &optimizer, &scheduler, step, epoch, &scaler, &stopper_state,
-                               [&](const optim::StateDict& s) { if (!s.empty()) stopper.check_state_dict(s); }};
+                               [&](const optim::StateDict& s) {  // a mid-epoch position, and the stopper's
+                                 optim::StateDict rest = s;
+                                 examples::take_position(rest, train_loader.size(), 2, resume);
+                                 if (!rest.empty()) stopper.check_state_dict(rest);
+                               }};
     };
 
     int64_t start_epoch = 0, step = 0;
+    std::optional<examples::EpochPosition> position;  // where a stopped epoch resumes
     if (!resume.empty()) {
       optim::TrainingState state = optim::load_checkpoint(resume, training_checkpoint(0, 0));
+      position = examples::take_position(stopper_state, train_loader.size(), 2, resume);  // loss, acc
       if (!stopper_state.empty()) stopper.load_state_dict(stopper_state);
       start_epoch = state.epoch;
       step = state.step;
-      std::printf("resumed from %s at epoch %lld, step %lld\n", resume.c_str(),
-                  static_cast<long long>(start_epoch), static_cast<long long>(step));
+      std::printf("resumed from %s at epoch %lld, step %lld", resume.c_str(), static_cast<long long>(start_epoch),
+                  static_cast<long long>(step));
+      if (position) std::printf(", batch %zu of %zu", position->batches, train_loader.size());
+      std::printf("\n");
+      // The saved totals are every rank's together: rank 0 goes on from them, the others from 0.
+      if (position && !distributed.is_main()) {
+        position->totals.sums.assign(position->totals.sums.size(), 0.0);
+        position->totals.seen = 0;
+      }
     }
     train_loader.set_epoch(start_epoch);  // the shuffle order of the epoch we resume at
+    if (position) train_loader.set_start_batch(position->batches);  // and the batches it had not seen
     if (distributed.enabled) ddp.emplace(model);
 
     train::MetricsLog log(out_dir, "text_classification");
@@ -145,10 +165,13 @@ int main(int argc, char** argv) {
     const int64_t end_epoch = stop_after > 0 ? std::min<int64_t>(epochs, start_epoch + stop_after) : epochs;
     // One step: forward and loss (and the batch's correct predictions), eagerly or as one CUDA
     // graph with --cuda-graph (examples/training_loop.h).
+    // SIGTERM or SIGUSR1: the step ends, a checkpoint is written and the run exits 143.
+    train::PreemptionGuard preemption;
     examples::TrainingLoop loop(
         {.optimizer = optimizer, .scaler = scaler, .parameters = model->parameters(), .max_norm = 1.0,
          .amp = amp_option, .device = device, .cuda_graph = cuda_graph, .accumulation = accumulation, .log = &log,
-         .stat_names = {"loss", "acc"}, .item_name = "tokens"},
+         .stat_names = {"loss", "acc"}, .item_name = "tokens", .preemption = &preemption,
+         .any_rank = distributed.any_rank()},
         [&](const std::vector<Tensor>& in, bool ends_step) -> std::vector<Tensor> {  // tokens, lengths, labels
           // Only a step's last micro-batch all-reduces: the others accumulate locally.
           std::optional<nn::parallel::DataParallelBase::NoSync> local;
@@ -161,6 +184,7 @@ int main(int argc, char** argv) {
     for (int64_t epoch = start_epoch; epoch < end_epoch && !stopper.should_stop(); ++epoch) {
       summary.start_epoch();
       loop.start_epoch(epoch, epochs);
+      if (position && epoch == start_epoch) loop.resume_epoch(*position);
       size_t tokens = 0;
       for (data::TextBatch& cpu_batch : train_loader) {
         data::TextBatch batch = cpu_batch.to(device, /*non_blocking=*/true);  // pinned on a GPU run
@@ -170,6 +194,16 @@ int main(int argc, char** argv) {
         const Tensor lengths = cuda_graph.on ? batch.lengths.to(device, /*non_blocking=*/true) : batch.lengths;
         loop.step({batch.tokens, lengths, batch.labels}, static_cast<double>(batch.labels.size(0)), batch_tokens);
         examples::profile_step(prof);
+        if (loop.stop_requested()) break;
+      }
+      if (loop.stop_requested()) {  // every rank, after the same step
+        const std::string path = examples::preemption_checkpoint(checkpoint, out_dir + "/preempted.safetensors");
+        return examples::save_stopped(loop, distributed, preemption, path, [&](const examples::EpochPosition& at) {
+          task.vocab.save(path + ".vocab.txt");  // first: a checkpoint on disk means both are there
+          const optim::Checkpoint c = training_checkpoint(loop.steps(), epoch);  // the stopper's state into extra
+          examples::put_position(stopper_state, at);                              // and the epoch's position
+          optim::save_checkpoint(path, c);
+        });
       }
       const examples::EpochTotals epoch_totals = loop.finish_epoch();
       step = loop.steps();
@@ -190,8 +224,8 @@ int main(int argc, char** argv) {
       if (best && !keep_best.path.empty() && distributed.is_main())
         optim::save_checkpoint(keep_best.path, training_checkpoint(step, epoch + 1));
       if (!checkpoint.empty() && distributed.is_main()) {
+        task.vocab.save(checkpoint + ".vocab.txt");  // first: a checkpoint on disk means both are there
         optim::save_checkpoint(checkpoint, training_checkpoint(step, epoch + 1));
-        task.vocab.save(checkpoint + ".vocab.txt");
       }
       distributed.barrier();  // the files are written before any rank reads them
       examples::report_early_stop(keep_best, stopper);

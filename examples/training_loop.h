@@ -21,6 +21,11 @@
 // read nothing until finish_epoch, which waits for the GPU once. With read_each_step off,
 // eager steps are not read either: their statistics stay on the device until finish_epoch,
 // so a GPU step never waits for the host (docs/cuda.md, "A step without host syncs").
+//
+// Given a train::PreemptionGuard, the loop asks after each optimizer step whether SIGTERM or
+// SIGUSR1 came (on every rank at once with `any_rank`, so that all stop after the same step);
+// stop_requested() then tells the example to save position() in a checkpoint and exit
+// (examples/resume_option.h). resume_epoch() continues such an epoch where it stopped.
 #pragma once
 
 #include <functional>
@@ -43,6 +48,12 @@ struct EpochTotals {
   double mean(size_t k) const { return sums[k] / seen; }
 };
 
+// Where an epoch stopped: the micro-batches it had consumed and what they added up to.
+struct EpochPosition {
+  size_t batches = 0;
+  EpochTotals totals;
+};
+
 struct TrainingParts {
   loom::optim::Optimizer& optimizer;
   loom::amp::GradScaler& scaler;
@@ -56,6 +67,9 @@ struct TrainingParts {
   std::vector<std::string> stat_names = {"loss"};  // the progress bar's columns, for the first statistics
   std::string item_name;                           // what the bar counts; empty: no bar
   bool read_each_step = true;                      // eager steps read at once (else at the epoch's end)
+  loom::train::PreemptionGuard* preemption = nullptr;  // asked after each optimizer step, when given
+  // A flag or'ed over the ranks (a collective every rank calls); empty: one process.
+  std::function<bool(bool)> any_rank;
 };
 
 class TrainingLoop {
@@ -72,11 +86,14 @@ class TrainingLoop {
                  parts_.cuda_graph.options()) {}
 
   int64_t steps() const { return steps_; }
+  int64_t epoch() const { return epoch_; }  // the epoch started last (0-based)
   void set_steps(int64_t steps) { steps_ = steps; }  // a resumed run's count
+  // A stop was asked for (on any rank) and the optimizer step in flight has ended.
+  bool stop_requested() const { return stop_; }
 
   void start_epoch(int64_t epoch, int64_t epochs) {
     epoch_ = epoch;
-    micro_batch_ = 0;
+    micro_batch_ = batches_ = 0;
     totals_ = {std::vector<double>(parts_.stat_names.size(), 0.0), 0};  // grows to what the forward returns
     step_losses_ = {};
     if (!parts_.item_name.empty())
@@ -89,10 +106,12 @@ class TrainingLoop {
   // for the bar (tokens, characters...; 0: weight).
   void step(const std::vector<loom::Tensor>& inputs, double weight, size_t items = 0) {
     const size_t counted = items > 0 ? items : static_cast<size_t>(weight);
+    ++batches_;
     if (parts_.cuda_graph.on || !parts_.read_each_step) {
       const loom::Tensor stats = parts_.cuda_graph.on ? graphed_(inputs) : statistics(eager_step(inputs));
       deferred_.add(stats, weight);
       if (bar_) bar_->update(1, {}, counted);
+      check_stop(parts_.cuda_graph.on || parts_.accumulation.ends_step(micro_batch_ - 1));
       return;
     }
     const std::vector<loom::Tensor> out = eager_step(inputs);
@@ -103,20 +122,47 @@ class TrainingLoop {
     if (std::optional<double> step_loss = step_losses_.add(parts_.accumulation, micro_batch_ - 1, loss))
       log_step(*step_loss);
     if (bar_) bar_->update(1, running_means(), counted);
+    check_stop(parts_.accumulation.ends_step(micro_batch_ - 1));
+  }
+
+  // The epoch so far, for a checkpoint written mid-epoch (reads what the device holds).
+  EpochPosition position() {
+    read_deferred();
+    return {batches_, totals_};
+  }
+  // Continues an epoch a checkpoint stopped (after start_epoch): the loader starts at
+  // position.batches (DataLoader::set_start_batch), the totals go on from the saved ones.
+  void resume_epoch(const EpochPosition& position) {
+    micro_batch_ = batches_ = position.batches;
+    totals_ = position.totals;
+    if (bar_) bar_->update(position.batches, {}, 0);
   }
 
   // Ends the epoch: reads what the device holds (one wait), logs those steps, closes the bar.
   EpochTotals finish_epoch() {
     if (bar_) bar_->close();
     bar_.reset();
-    for (const DeviceStepStats::Step& s : deferred_.read()) {
-      add(s.values, s.weight);
-      if (parts_.cuda_graph.on) log_step(s.values[0]);  // a graphed step is a whole optimizer step
-    }
+    read_deferred();
     return totals_;
   }
 
  private:
+  void read_deferred() {
+    for (const DeviceStepStats::Step& s : deferred_.read()) {
+      add(s.values, s.weight);
+      if (parts_.cuda_graph.on) log_step(s.values[0]);  // a graphed step is a whole optimizer step
+    }
+  }
+
+  // After each micro-batch: at an optimizer step's end, whether any rank was asked to stop.
+  void check_stop(bool ends_step) {
+    if (!parts_.preemption || !ends_step || stop_) return;
+    bool stop = parts_.preemption->requested();
+    if (parts_.any_rank) stop = parts_.any_rank(stop);
+    if (stop) parts_.preemption->request();  // another rank's signal stops this one too
+    stop_ = stop;
+  }
+
   // The micro-batch's step: the same function eagerly and under capture.
   std::vector<loom::Tensor> run_step(const std::vector<loom::Tensor>& inputs, bool starts, bool ends, double factor) {
     if (starts) parts_.optimizer.zero_grad();
@@ -167,7 +213,8 @@ class TrainingLoop {
   ForwardLoss forward_loss_;
   loom::train::GraphedStep graphed_;
   int64_t steps_ = 0, epoch_ = 0;
-  size_t micro_batch_ = 0;
+  size_t micro_batch_ = 0, batches_ = 0;  // this epoch's micro-batches: for accumulation, and all
+  bool stop_ = false;
   EpochTotals totals_;
   loom::train::AccumulatedLoss step_losses_;
   DeviceStepStats deferred_;  // graphed (or unread eager) steps' statistics, read at the epoch's end

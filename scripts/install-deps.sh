@@ -5,18 +5,18 @@
 # from PyPI) and cuDNN's frontend headers in a
 # virtual environment at .venv-tools/. Idempotent: does nothing when everything is present,
 # and runs `apt-get update` only if something is missing. Works as root, or through sudo.
-#   scripts/install-deps.sh                  # build test fuzz interop onnx: a developer's machine, CI
+#   scripts/install-deps.sh                  # build test fuzz interop onnx slurm: a developer's machine, CI
 #   scripts/install-deps.sh build test       # the image's build stage (Containerfile)
 #   scripts/install-deps.sh runtime          # its runtime stage
 #   scripts/install-deps.sh docs             # headless Chromium for the docs' pictures (scripts/screenshot.sh)
-# The fuzz, interop and onnx groups are optional: a package of theirs that the distribution does not
+# The fuzz, interop, onnx and slurm groups are optional: a package of theirs that the distribution does not
 # have is left out with a message (their tests then skip), instead of failing the install.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/dependencies.sh
 
 groups=("$@")
-[ ${#groups[@]} -gt 0 ] || groups=(build test fuzz interop onnx)
+[ ${#groups[@]} -gt 0 ] || groups=(build test fuzz interop onnx slurm)
 # A group the list does not name (a typo, or `--docs` for `docs`) is an error, not an empty install.
 known=" $(loom_groups | tr '\n' ' ') "
 for g in "${groups[@]}"; do
@@ -26,7 +26,7 @@ for g in "${groups[@]}"; do
   fi
 done
 mapfile -t packages < <(loom_packages "${groups[@]}")
-optional_groups=" fuzz interop onnx "
+optional_groups=" fuzz interop onnx slurm "
 
 # CMakePresets.json version 6 (workflow presets) needs CMake >= 3.25.
 check_cmake() {

@@ -97,6 +97,32 @@ TEST_CASE("DataLoader: shuffle is a new permutation each epoch, the same for any
   REQUIRE(run_epochs(other, 1)[0] != reference[0]);
 }
 
+TEST_CASE("DataLoader: set_start_batch resumes an epoch after the batches it had consumed, loading none of them",
+          "[data][loader]") {
+  std::atomic<int> loads{0};
+  auto counted = std::make_shared<LambdaDataset<int>>(53, [&](size_t i) {
+    ++loads;
+    return static_cast<int>(i);
+  });
+  IntLoader whole(counted, collate_ints, DataLoaderOptions(5).shuffle(true).seed(7));
+  const auto reference = run_epochs(whole, 3);  // 11 batches an epoch, the last of 3
+  for (size_t workers : {0, 2}) {
+    IntLoader resumed(counted, collate_ints, DataLoaderOptions(5).shuffle(true).seed(7).num_workers(workers));
+    resumed.set_epoch(1);
+    resumed.set_start_batch(4);
+    loads = 0;
+    const auto rest = run_epochs(resumed, 2);
+    REQUIRE(rest[0] == std::vector<int>(reference[1].begin() + 20, reference[1].end()));
+    REQUIRE(rest[1] == reference[2]);  // the epoch after starts at its first batch
+    REQUIRE(loads.load() == 33 + 53);
+    resumed.set_start_batch(11);  // the whole epoch was consumed: nothing left of it
+    REQUIRE(run_epochs(resumed, 1)[0].empty());
+  }
+  IntLoader loader(counted, collate_ints, DataLoaderOptions(5));
+  REQUIRE_THROWS_AS(loader.set_start_batch(12), ValueError);
+  REQUIRE_THROWS_WITH(loader.set_start_batch(12), Catch::Contains("batch 12 of an epoch of 11 batches"));
+}
+
 TEST_CASE("DataLoader: workers load concurrently and batches still come in order", "[data][loader]") {
   std::atomic<int> active{0}, most_active{0};
   auto slow = std::make_shared<LambdaDataset<int>>(24, [&](size_t i) {

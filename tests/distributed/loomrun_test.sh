@@ -9,12 +9,7 @@ loomrun=$1
 dir=$2
 worker=$3
 rm -rf "$dir" && mkdir -p "$dir"
-failures=0
-check() {  # check NAME CONDITION...
-  name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failures=$((failures + 1)); fi
-}
-now() { date +%s.%N; }
+. "$(dirname "$0")/check.sh"
 elapsed_below() { awk -v a="$1" -v b="$2" -v max="$3" 'BEGIN { exit !(b - a < max) }'; }
 
 # 1. The environment: node 1 of 2, 2 processes per node.

@@ -10,21 +10,13 @@ set -eu
 loomrun=$1
 flagship=$2
 dir=$3
-py=${LOOM_TORCH_PYTHON:-/usr/bin/python3}
 rm -rf "$dir" && mkdir -p "$dir"
-
-version=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) ||
-  { echo "torchrun: skipped: no PyTorch for $py (set LOOM_TORCH_PYTHON to a Python with PyTorch 2.x)"; exit 77; }
-case $version in
-  0.*|1.*) echo "torchrun: skipped: PyTorch $version at $py: its agent store speaks the pre-2.x protocol" \
-                "(set LOOM_TORCH_PYTHON to a Python with PyTorch 2.x)"; exit 77 ;;
-esac
-echo "PyTorch $version ($py)"
+. "$(dirname "$0")/torch_python.sh"
 
 crc() { sed -n 's/.*"weights_crc32c":\([0-9.]*\).*/\1/p' "$1"; }
 args="--distributed --threads 1 --workers 0 --train-limit 256 --epochs 2 --batch-size 16"
 
-port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 # shellcheck disable=SC2086
 timeout 240 "$py" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 \
   --master-port "$port" --no-python \
