@@ -23,7 +23,8 @@
 // so a GPU step never waits for the host (docs/cuda.md, "A step without host syncs").
 //
 // Given a train::PreemptionGuard, the loop asks after each optimizer step whether SIGTERM or
-// SIGUSR1 came (on every rank at once with `any_rank`, so that all stop after the same step);
+// SIGUSR1 came (on every rank at once with `any_rank`, so that all stop after the same step;
+// a GPU loop that reads nothing back per step asks every 64 steps, to stay free of syncs);
 // stop_requested() then tells the example to save position() in a checkpoint and exit
 // (examples/resume_option.h). resume_epoch() continues such an epoch where it stopped.
 #pragma once
@@ -155,10 +156,20 @@ class TrainingLoop {
   }
 
   // After each micro-batch: at an optimizer step's end, whether any rank was asked to stop.
+  // Asking the other ranks is a collective the host waits for: a loop whose GPU steps read
+  // nothing back (graphed, or read_each_step off) asks every kDeferredStopEvery optimizer
+  // steps only, on every rank at the same steps, so the step stays free of host syncs (a
+  // preemption's warning is minutes; those steps take milliseconds).
+  static constexpr int64_t kDeferredStopEvery = 64;
   void check_stop(bool ends_step) {
     if (!parts_.preemption || !ends_step || stop_) return;
     bool stop = parts_.preemption->requested();
-    if (parts_.any_rank) stop = parts_.any_rank(stop);
+    if (parts_.any_rank) {
+      const bool deferred = (parts_.cuda_graph.on || !parts_.read_each_step) && !parts_.device.is_cpu();
+      if (deferred && ++steps_since_stop_check_ < kDeferredStopEvery) return;
+      steps_since_stop_check_ = 0;
+      stop = parts_.any_rank(stop);
+    }
     if (stop) parts_.preemption->request();  // another rank's signal stops this one too
     stop_ = stop;
   }
@@ -215,6 +226,7 @@ class TrainingLoop {
   int64_t steps_ = 0, epoch_ = 0;
   size_t micro_batch_ = 0, batches_ = 0;  // this epoch's micro-batches: for accumulation, and all
   bool stop_ = false;
+  int64_t steps_since_stop_check_ = 0;  // optimizer steps since the ranks were last asked (deferred GPU steps)
   EpochTotals totals_;
   loom::train::AccumulatedLoss step_losses_;
   DeviceStepStats deferred_;  // graphed (or unread eager) steps' statistics, read at the epoch's end
