@@ -305,6 +305,7 @@ void convert_op(GraphBuilder& g, const TracedOp& op) {
   const std::string name = r.op;
   auto with_axis = [&](const char* type, int64_t axis) { attr(c.emit(type, {c.in(0)}), "axis", axis); };
   if (name == "rnn") return convert_rnn(g, op);
+  if (name == "rnn_cell") return convert_rnn_cell(g, op);
   if (name == "full") return full(c);
   if (name == "arange") return arange(c);
   if (name == "where") return where(c);

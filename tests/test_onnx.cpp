@@ -228,3 +228,37 @@ TEST_CASE("onnx: 16-bit weights as float32 by default, kept with keep_16bit", "[
   REQUIRE(m.graph().input(0).type().tensor_type().elem_type() == ::onnx::TensorProto::BFLOAT16);
   for (const auto& t : m.graph().initializer()) REQUIRE(t.data_type() == ::onnx::TensorProto::BFLOAT16);
 }
+
+TEST_CASE("onnx: LSTMCell decomposed in PyTorch's gate layout i, f, g, o", "[onnx]") {
+  nn::LSTMCell cell(3, 2);
+  NoGradGuard no_grad;
+  number_rows({cell->weight_ih, cell->weight_hh, cell->bias_ih, cell->bias_hh});  // (8, 3), (8, 2), (8), (8)
+  const std::string path = scratch("lstm_cell.onnx");
+  const std::map<int64_t, std::string> batch{{0, "batch"}};
+  loom::onnx::export_model(
+      *cell,
+      [&](const std::vector<Tensor>& in) {
+        const nn::RNNState s = cell->forward(in[0], {in[1], in[2]});
+        return std::vector<Tensor>{s.h, s.c};
+      },
+      {randn({4, 3}), randn({4, 2}), randn({4, 2})}, path,
+      loom::onnx::ExportOptions().dynamic_axes({{0, batch}, {1, batch}, {2, batch}}));
+  const auto m = read(path);
+  for (const auto& n : m.graph().node()) REQUIRE(n.op_type() != "LSTM");
+  // x · W_ih^T with the rows as PyTorch has them: W^T[c][r] = W[r][c] = 10 r + c.
+  std::vector<float> w_t;
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t r = 0; r < 8; ++r) w_t.push_back(float(10 * r + c));
+  auto [dims, w] = initializer(m, "weight_ih_t");
+  REQUIRE(dims == std::vector<int64_t>{3, 8});
+  REQUIRE(w == w_t);
+  // Each gate a Slice of columns [k·H, (k + 1)·H): i, f, g, o at 0, 2, 4, 6.
+  std::vector<int64_t> starts;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "Slice") continue;
+    for (const auto& t : m.graph().initializer())
+      if (t.name() == n.input(1)) starts.push_back(*reinterpret_cast<const int64_t*>(t.raw_data().data()));
+  }
+  REQUIRE(starts == std::vector<int64_t>{0, 2, 4, 6});
+  REQUIRE(m.graph().output_size() == 2);
+}

@@ -235,6 +235,34 @@ int main(int argc, char** argv) {
     cases.push_back({std::string("timeseries_") + cell, m, [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
                      [](int64_t B, int64_t T) { return Inputs{randn({B, T, 1})}; }, onnx::ExportOptions()});
   }
+  // Recurrent cells, one step (decomposed): with and without states and biases.
+  for (int k = 0; k < 6; ++k) {
+    const char* type = k % 3 == 0 ? "LSTMCell" : k % 3 == 1 ? "GRUCell" : "RNNCell";
+    const bool with_state = k < 3, bias = k != 3;
+    const int64_t I = 5, H = 7;
+    std::shared_ptr<nn::RNNCellBaseImpl> m;
+    if (k % 3 == 0) m = nn::LSTMCell(I, H, bias).ptr();
+    else if (k % 3 == 1) m = nn::GRUCell(I, H, bias).ptr();
+    else m = nn::RNNCell(I, H, bias, k == 2 ? "relu" : "tanh").ptr();
+    const bool lstm = k % 3 == 0;
+    std::map<size_t, std::map<int64_t, std::string>> axes{{0, {{0, "batch"}}}};
+    if (with_state) axes[1] = {{0, "batch"}};
+    if (with_state && lstm) axes[2] = {{0, "batch"}};
+    auto inputs = [=](int64_t B, int64_t) {
+      Inputs in{randn({B, I})};
+      if (with_state) in.push_back(randn({B, H}));
+      if (with_state && lstm) in.push_back(randn({B, H}));
+      return in;
+    };
+    auto forward = [=](const Inputs& in) {
+      nn::RNNState s{in.size() > 1 ? in[1] : Tensor(), in.size() > 2 ? in[2] : Tensor()};
+      nn::RNNState r = m->forward(in[0], s);
+      return lstm ? Inputs{r.h, r.c} : Inputs{r.h};
+    };
+    cases.push_back({"cell_" + std::to_string(k) + "_" + type + (with_state ? "_state" : "_zeros") +
+                         (bias ? "" : "_nobias") + (k == 2 ? "_relu" : ""),
+                     m, forward, inputs, onnx::ExportOptions().dynamic_axes(axes)});
+  }
   // Random recurrent layers: every option Loom has.
   std::uniform_int_distribution<int> coin(0, 1);
   for (int k = 0; k < 9; ++k) {
