@@ -20,6 +20,7 @@ namespace examples {
 
 struct OnnxOption {
   std::string path;
+  std::string from;  // --export-from: a checkpoint exported without training (where a program offers it)
 
   void add_to(CLI::App& app) {
     app.add_option("--export-onnx", path, "after training, write the model to this ONNX file (docs/onnx.md)")
@@ -30,6 +31,14 @@ struct OnnxOption {
           return "this build has no ONNX export (install libonnx-dev and libprotobuf-dev, then configure again)";
 #endif
         });
+  }
+  // --export-from CKPT: export a saved checkpoint's model (its vocabulary beside it) to
+  // --export-onnx and stop, without training.
+  void add_export_from(CLI::App& app) {
+    app.add_option("--export-from", from,
+                   "write this checkpoint's model (--checkpoint's or --keep-best's, its vocabulary beside it) "
+                   "to --export-onnx without training")
+        ->needs(app.get_option("--export-onnx"));
   }
 
   // Traces model(inputs...) (N inputs) and writes it, when --export-onnx was given.
@@ -45,7 +54,7 @@ struct OnnxOption {
 };
 
 // Example inputs of a text model's export: token ids (3, 7) in [1, vocab) on `device` and
-// lengths (3) on the CPU, the longest 7 (any sizes > 1 that differ: the axes stay dynamic).
+// lengths (3) on the CPU, the longest 7 (any sizes: the axes stay dynamic, onnx/sizes.h).
 inline std::vector<loom::Tensor> example_texts(int64_t vocab, loom::Device device) {
   const loom::Tensor tokens = loom::randint(1, vocab, {3, 7}).to(device);
   return {tokens, loom::tensor<int64_t>({7, 4, 2})};

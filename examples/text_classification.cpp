@@ -12,6 +12,8 @@
 //   ./build/cpu/examples/text_classification --keep-best best.safetensors --patience 3
 //   (keeps the checkpoint of the best held-out epoch, stops after 3 epochs without a better
 //   one, and reports the best model's accuracy at the end)
+//   ./build/cpu/examples/text_classification --export-from best.safetensors --export-onnx model.onnx
+//   (a saved checkpoint's model as ONNX, without training: docs/onnx.md)
 //   ./build/cpu/examples/text_classification --accum-steps 4 --batch-size 8  # steps of 32 texts
 //   ./build/cpu/examples/text_classification --amp bf16   # mixed precision (fp16 on CUDA)
 //   ./build/cpu/examples/text_classification --profile runs/profile  # trace, timeline and table of 5 steps
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
   keep_best.add_to(app);
   amp_option.add_to(app);
   onnx_option.add_to(app);
+  onnx_option.add_export_from(app);
   distributed.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
@@ -95,9 +98,10 @@ int main(int argc, char** argv) {
     data_options.train_limit = 512;
     epochs = 4;
   }
-  if (!resume.empty()) data_options.vocab_path = resume + ".vocab.txt";
-
   try {
+    // A saved model's words are its vocabulary's, beside the file (examples/text_task.h).
+    if (!onnx_option.from.empty()) data_options.vocab_path = examples::existing_vocab_beside(onnx_option.from);
+    else if (!resume.empty()) data_options.vocab_path = examples::existing_vocab_beside(resume);
     if (threads > 0) set_num_threads(threads);
     use_deterministic_algorithms(deterministic);
     manual_seed(data_options.seed);
@@ -112,6 +116,12 @@ int main(int argc, char** argv) {
 
     auto model = std::make_shared<examples::SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
     model->to(device);
+    if (!onnx_option.from.empty()) {  // export the checkpoint's model only: no training
+      optim::load_checkpoint(onnx_option.from, {model.get()});
+      std::printf("loaded %s\n", onnx_option.from.c_str());
+      onnx_option.export_model<2>(model, examples::example_texts(int64_t(task.vocab.size()), device), {"tokens", "lengths"});
+      return 0;
+    }
     // Wrapped after a resume would also do: the wrapper copies rank 0's weights to all.
     std::optional<nn::parallel::DistributedDataParallel<std::shared_ptr<examples::SentimentLSTM>>> ddp;
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
@@ -188,10 +198,10 @@ int main(int argc, char** argv) {
       // Every rank evaluates the same weights on the whole held-out set: the same decisions.
       const bool best = stopper.step(keep_best.monitored(test));
       if (best && !keep_best.path.empty() && distributed.is_main())
-        optim::save_checkpoint(keep_best.path, training_checkpoint(step, epoch + 1));
+        keep_best.save(training_checkpoint(step, epoch + 1), task.vocab);
       if (!checkpoint.empty() && distributed.is_main()) {
         optim::save_checkpoint(checkpoint, training_checkpoint(step, epoch + 1));
-        task.vocab.save(checkpoint + ".vocab.txt");
+        task.vocab.save(examples::vocab_beside(checkpoint));
       }
       distributed.barrier();  // the files are written before any rank reads them
       examples::report_early_stop(keep_best, stopper);

@@ -131,7 +131,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
       std::printf("epoch %d: train loss %.4f | held-out loss %.4f acc %.4f | %.2f s\n", epoch + 1, train_loss,
                   test.loss, test.accuracy, summary.epoch_seconds().back());
       if (stopper.step(keep_best.monitored(test)) && !keep_best.path.empty())
-        optim::save_checkpoint(keep_best.path, {model.get(), &optimizer, nullptr, 0, epoch + 1});
+        keep_best.save({model.get(), &optimizer, nullptr, 0, epoch + 1}, task.vocab);
       report_early_stop(keep_best, stopper);
     }
     test = reload_best(keep_best, stopper, test_loader, *model, device, test);
