@@ -9,8 +9,9 @@
 // select's index, a zeros' sizes, an arange's end) or a dim of an output that moves when an
 // axis grows depends on that axis; one that never moves is a constant. Each size is fitted to
 //     scale · ∏ axes + offset
-// (B, B·T, T - 1, 4·T) and checked against every run; a size of another form (T / 2, B + T) or
-// a forward whose ops or non-size arguments change with the sizes is refused, never guessed.
+// (B, B·T, T - 1, 4·T) and checked against every run; a size of another form (T / 2, B + T), a
+// forward whose ops or non-size arguments change with the sizes, or a constant it reads that
+// changes (a tensor made on the host from a size) is refused, never guessed.
 // The graph then computes each dependent size from its inputs' Shape and writes the rest as
 // constants: equal example sizes, a model size equal to one and size-1 axes all export.
 #pragma once

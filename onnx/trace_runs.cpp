@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
+#include <unordered_set>
 
 namespace loom::onnx {
 namespace {
@@ -14,16 +16,27 @@ struct RunSummary {
     std::vector<int64_t> ints;
     std::vector<double> floats;
     std::vector<int64_t> ranks;  // each output's
+    // Each input no traced tensor reaches (a constant of the graph): its shape, and its values
+    // where it is small; empty for a traced input.
+    std::vector<std::pair<Shape, std::vector<double>>> constants;
   };
   std::vector<Op> ops;
   std::vector<Shape> outputs;
 };
 
-RunSummary summarize(const std::vector<TracedOp>& ops, const std::vector<Tensor>& outputs) {
+RunSummary summarize(const GraphTracer& tracer, const std::vector<Tensor>& outputs) {
   RunSummary s;
-  for (const TracedOp& t : ops) {
-    RunSummary::Op o{t.record.op, t.path, t.record.ints, t.record.floats, {}};
+  std::unordered_set<const TensorImpl*> made;  // the recorded ops' outputs: nodes of the graph, not constants
+  for (const TracedOp& t : tracer.ops()) {
+    RunSummary::Op o{t.record.op, t.path, t.record.ints, t.record.floats, {}, {}};
     for (const Tensor& out : t.record.outputs) o.ranks.push_back(out.defined() ? out.dim() : -1);
+    for (const Tensor& in : t.record.inputs) {
+      auto& c = o.constants.emplace_back();
+      if (!in.defined() || tracer.is_traced(in) || made.count(in.impl())) continue;
+      c.first = in.sizes();
+      if (in.numel() <= 4096) c.second = in.detach().to(kCPU).to(kFloat64).contiguous().to_vector<double>();
+    }
+    for (const Tensor& out : t.record.outputs) made.insert(out.impl());
     s.ops.push_back(std::move(o));
   }
   for (const Tensor& out : outputs) s.outputs.push_back(out.sizes());
@@ -85,7 +98,7 @@ Traced trace_runs(nn::Module& module, const FlatForward& forward, const std::vec
   std::vector<int64_t> example;
   for (const DynamicAxis& a : axes) example.push_back(a.size);
   const auto runs = run_sizes(example);
-  std::vector<RunSummary> summaries{summarize(t.ops, t.outputs)};
+  std::vector<RunSummary> summaries{summarize(*t.tracer, t.outputs)};
   for (size_t r = 1; r < runs.size() && !axes.empty(); ++r) {
     const std::vector<Tensor> in = inputs_at(inputs, axes, runs[r]);
     GraphTracer tracer(module, in);
@@ -98,7 +111,7 @@ Traced trace_runs(nn::Module& module, const FlatForward& forward, const std::vec
                                            e.what()));
     }
     tracer.stop();
-    summaries.push_back(summarize(tracer.ops(), out));
+    summaries.push_back(summarize(tracer, out));
   }
 
   // Compare every run with the example's, op by op.
@@ -108,7 +121,8 @@ Traced trace_runs(nn::Module& module, const FlatForward& forward, const std::vec
     for (size_t k = 0; k < std::max(base.ops.size(), run.ops.size()); ++k) {
       const bool same = k < base.ops.size() && k < run.ops.size() && base.ops[k].op == run.ops[k].op &&
                         base.ops[k].ints.size() == run.ops[k].ints.size() &&
-                        base.ops[k].floats.size() == run.ops[k].floats.size() && base.ops[k].ranks == run.ops[k].ranks;
+                        base.ops[k].floats.size() == run.ops[k].floats.size() && base.ops[k].ranks == run.ops[k].ranks &&
+                        base.ops[k].constants.size() == run.ops[k].constants.size();
       LOOM_CHECK(same, NotImplementedError, "onnx export: the forward runs other ops ", run_name(r, axes, runs),
                  " than at the example's sizes (op ", k, ": ",
                  k < base.ops.size() ? base.ops[k].op + " in " + base.ops[k].path : "none", " vs ",
@@ -116,6 +130,16 @@ Traced trace_runs(nn::Module& module, const FlatForward& forward, const std::vec
                  "): control flow on sizes has no ONNX form (a size-1 axis that an op squeezes or broadcasts "
                  "away is one; give the example that axis a size > 1)");
     }
+    for (size_t k = 0; k < base.ops.size(); ++k)  // a constant made on the host from a size would be baked in
+      for (size_t i = 0; i < base.ops[k].constants.size(); ++i) {
+        const auto &a = base.ops[k].constants[i], &b = run.ops[k].constants[i];
+        const bool same = a.first == b.first && a.second.size() == b.second.size() &&
+                          std::memcmp(a.second.data(), b.second.data(), a.second.size() * sizeof(double)) == 0;
+        LOOM_CHECK(same, NotImplementedError, "onnx export: ", base.ops[k].op, " in ", base.ops[k].path,
+                   " reads a constant (its input ", i, ", shape ", shape_str(a.first), ") whose shape or values change ",
+                   run_name(r, axes, runs), ": a tensor or scalar made on the host from a size (as from_vector({T}) or "
+                   "x * (1.0 / T)) would be baked in; make it with ops the export records (arange, full, x.mean)");
+      }
     bool same_ranks = run.outputs.size() == base.outputs.size();
     for (size_t o = 0; same_ranks && o < run.outputs.size(); ++o)
       same_ranks = run.outputs[o].size() == base.outputs[o].size();
@@ -153,7 +177,8 @@ Traced trace_runs(nn::Module& module, const FlatForward& forward, const std::vec
       }
       if (same) continue;
       LOOM_CHECK(is_size_float(op.op, i) && integral, NotImplementedError, "onnx export: ", where,
-                 "'s argument ", i, " (", op.floats[i], ") changes with the sizes: control flow on sizes has no ONNX form");
+                 "'s scalar argument ", i, " (", op.floats[i], " at the example's sizes) changes with the sizes: a "
+                 "scalar computed from a size (as x * (1.0 / T)) would be baked in; compute it from tensors (x.mean)");
       t.ops[k].float_sizes[i] = fit(values, where + ": its size argument " + std::to_string(i));
     }
   }

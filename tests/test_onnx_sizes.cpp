@@ -133,6 +133,12 @@ struct SqueezeImpl : nn::Module {  // squeezes the batch away where it is 1
 struct SizeBranchImpl : nn::Module {  // control flow on a size
   Tensor forward(const Tensor& x) { return x.size(0) > 6 ? x.exp() : x.abs(); }
 };
+struct ScalarOfSizeImpl : nn::Module {  // a scalar computed from a size
+  Tensor forward(const Tensor& x) { return x * (1.0 / double(x.size(0))); }
+};
+struct ConstantOfSizeImpl : nn::Module {  // a tensor made on the host from a size
+  Tensor forward(const Tensor& x) { return x + from_vector<float>({float(x.size(0))}); }
+};
 
 // The message of the NotImplementedError that exporting model(x) throws.
 template <typename Model>
@@ -185,6 +191,9 @@ TEST_CASE("onnx sizes: sizes of another form and control flow on sizes are refus
   REQUIRE_THAT(refusal(std::make_shared<HalveImpl>(), randn({6, 3})),
                Catch::Contains("slice in the model's forward: its size argument 2 is (3, 3, 4)"));
   REQUIRE_THAT(refusal(std::make_shared<SizeBranchImpl>(), randn({6, 3})), Catch::Contains("when batch is 7"));
+  REQUIRE_THAT(refusal(std::make_shared<ScalarOfSizeImpl>(), randn({6, 3})), Catch::Contains("scalar computed from a size"));
+  REQUIRE_THAT(refusal(std::make_shared<ConstantOfSizeImpl>(), randn({6, 3})),
+               Catch::Contains("reads a constant (its input 1, shape (1,)) whose shape or values change when batch is 7"));
 }
 
 TEST_CASE("onnx sizes: a failed export leaves the file as it was", "[onnx]") {
