@@ -133,6 +133,9 @@ struct SqueezeImpl : nn::Module {  // squeezes the batch away where it is 1
 struct SizeBranchImpl : nn::Module {  // control flow on a size
   Tensor forward(const Tensor& x) { return x.size(0) > 6 ? x.exp() : x.abs(); }
 };
+struct FixedBatchImpl : nn::Module {  // takes a batch of 6 only
+  Tensor forward(const Tensor& x) { return x.reshape({6, 3}) * 2.0; }
+};
 struct ScalarOfSizeImpl : nn::Module {  // a scalar computed from a size
   Tensor forward(const Tensor& x) { return x * (1.0 / double(x.size(0))); }
 };
@@ -194,6 +197,15 @@ TEST_CASE("onnx sizes: sizes of another form and control flow on sizes are refus
   REQUIRE_THAT(refusal(std::make_shared<ScalarOfSizeImpl>(), randn({6, 3})), Catch::Contains("scalar computed from a size"));
   REQUIRE_THAT(refusal(std::make_shared<ConstantOfSizeImpl>(), randn({6, 3})),
                Catch::Contains("reads a constant (its input 1, shape (1,)) whose shape or values change when batch is 7"));
+}
+
+TEST_CASE("onnx sizes: a forward that fails at grown sizes says at which", "[onnx]") {
+  try {
+    loom::onnx::export_model<1>(std::make_shared<FixedBatchImpl>(), {randn({6, 3})}, scratch("fixed.onnx"));
+    FAIL("exported a model that takes one batch size as dynamic");
+  } catch (const ValueError& e) {
+    REQUIRE_THAT(std::string(e.what()), Catch::Contains("the forward fails when batch is 7"));
+  }
 }
 
 TEST_CASE("onnx sizes: a failed export leaves the file as it was", "[onnx]") {
