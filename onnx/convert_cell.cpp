@@ -1,7 +1,7 @@
-// nn::RNNCell, LSTMCell and GRUCell decomposed into MatMul, Add, Sigmoid, Tanh (as
+// nn::RNNCell, LSTMCell and GRUCell decomposed into Gemm, Add, Sigmoid, Tanh (as
 // torch.onnx.export writes them), in PyTorch's gate layout: the weights' rows stay as they
-// are (LSTM i, f, g, o; GRU r, z, n), each gate a Slice of the projections. A missing state
-// is zeros: its terms are left out.
+// are (LSTM i, f, g, o; GRU r, z, n), each gate a Slice of the projections (torch's Split).
+// A missing state is zeros: its terms are left out.
 #include "core/ops.h"
 #include "onnx/convert.h"
 
@@ -16,11 +16,14 @@ struct Cell {
   std::string gate(const std::string& v, int64_t k) {
     return g.op("Slice", {v, g.ints({k * H}), g.ints({(k + 1) * H}), g.ints({-1})});  // b_hh alone is 1-D
   }
-  // x (B, K) · W^T (K, G·H) + b, the transpose folded into a constant; "" where x is "".
+  // Gemm: x (B, K) · W (G·H, K)^T + b, the weight as it is (transB); "" where x is "".
   std::string project(const std::string& x, const Tensor& w, const Tensor& b) {
     if (x.empty()) return b.defined() ? g.value(b, where) : "";
-    std::string y = g.op("MatMul", {x, g.initializer(w.t(), g.constant_name(w) + "_t")});
-    return b.defined() ? g.op("Add", {y, g.value(b, where)}) : y;
+    std::vector<std::string> ins{x, g.value(w, where)};
+    if (b.defined()) ins.push_back(g.value(b, where));
+    ::onnx::NodeProto& n = g.node("Gemm", ins, {g.fresh("gates")});
+    attr(n, "transB", int64_t(1));
+    return n.output(0);
   }
   std::string add(const std::string& a, const std::string& b) {
     if (a.empty()) return b;

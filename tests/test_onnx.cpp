@@ -245,13 +245,17 @@ TEST_CASE("onnx: LSTMCell decomposed in PyTorch's gate layout i, f, g, o", "[onn
       loom::onnx::ExportOptions().dynamic_axes({{0, batch}, {1, batch}, {2, batch}}));
   const auto m = read(path);
   for (const auto& n : m.graph().node()) REQUIRE(n.op_type() != "LSTM");
-  // x · W_ih^T with the rows as PyTorch has them: W^T[c][r] = W[r][c] = 10 r + c.
-  std::vector<float> w_t;
-  for (int64_t c = 0; c < 3; ++c)
-    for (int64_t r = 0; r < 8; ++r) w_t.push_back(float(10 * r + c));
-  auto [dims, w] = initializer(m, "weight_ih_t");
-  REQUIRE(dims == std::vector<int64_t>{3, 8});
-  REQUIRE(w == w_t);
+  // Gemm(x, W_ih, b_ih) with transB: the weight as it is, its rows in PyTorch's order (10 r + c).
+  std::vector<std::string> gemm_weights;
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "Gemm") {
+      REQUIRE(attribute(n, "transB")->i() == 1);
+      gemm_weights.push_back(n.input(1) + "+" + n.input(2));
+    }
+  REQUIRE(gemm_weights == std::vector<std::string>{"weight_ih+bias_ih", "weight_hh+bias_hh"});
+  auto [dims, w] = initializer(m, "weight_ih");
+  REQUIRE(dims == std::vector<int64_t>{8, 3});
+  REQUIRE(w == numbered(0, {0, 1, 2, 3, 4, 5, 6, 7}, 3));
   // Each gate a Slice of columns [k·H, (k + 1)·H): i, f, g, o at 0, 2, 4, 6.
   std::vector<int64_t> starts;
   for (const auto& n : m.graph().node()) {
