@@ -66,6 +66,85 @@ std::string list(const std::vector<int64_t>& v) {
   return s + ")";
 }
 
+// Every run must run the ops of the example's, reading the same constants, with outputs of
+// the same ranks: else the forward's control flow or constants depend on the sizes.
+void compare_runs(const std::vector<RunSummary>& summaries, const std::vector<DynamicAxis>& axes,
+                  const std::vector<std::vector<int64_t>>& runs) {
+  const RunSummary& base = summaries[0];
+  for (size_t r = 1; r < summaries.size(); ++r) {
+    const RunSummary& run = summaries[r];
+    for (size_t k = 0; k < std::max(base.ops.size(), run.ops.size()); ++k) {
+      const bool same = k < base.ops.size() && k < run.ops.size() && base.ops[k].op == run.ops[k].op &&
+                        base.ops[k].ints.size() == run.ops[k].ints.size() &&
+                        base.ops[k].floats.size() == run.ops[k].floats.size() && base.ops[k].ranks == run.ops[k].ranks &&
+                        base.ops[k].constants.size() == run.ops[k].constants.size();
+      LOOM_CHECK(same, NotImplementedError, "onnx export: the forward runs other ops ", run_name(r, axes, runs),
+                 " than at the example's sizes (op ", k, ": ",
+                 k < base.ops.size() ? base.ops[k].op + " in " + base.ops[k].path : "none", " vs ",
+                 k < run.ops.size() ? run.ops[k].op + " in " + run.ops[k].path : "none",
+                 "): control flow on sizes has no ONNX form (a size-1 axis that an op squeezes or broadcasts "
+                 "away is one; give the example that axis a size > 1)");
+    }
+    for (size_t k = 0; k < base.ops.size(); ++k)  // a constant made on the host from a size would be baked in
+      for (size_t i = 0; i < base.ops[k].constants.size(); ++i) {
+        const auto &a = base.ops[k].constants[i], &b = run.ops[k].constants[i];
+        const bool same = a.first == b.first && a.second.size() == b.second.size() &&
+                          std::memcmp(a.second.data(), b.second.data(), a.second.size() * sizeof(double)) == 0;
+        LOOM_CHECK(same, NotImplementedError, "onnx export: ", base.ops[k].op, " in ", base.ops[k].path,
+                   " reads a constant (its input ", i, ", shape ", shape_str(a.first), ") whose shape or values change ",
+                   run_name(r, axes, runs), ": a tensor made on the host from a size (as from_vector({T})) or drawn "
+                   "at random would be baked in; make it with ops the export records (arange, full, x.mean)");
+      }
+    bool same_ranks = run.outputs.size() == base.outputs.size();
+    for (size_t o = 0; same_ranks && o < run.outputs.size(); ++o)
+      same_ranks = run.outputs[o].size() == base.outputs[o].size();
+    LOOM_CHECK(same_ranks, NotImplementedError, "onnx export: the forward's outputs have other ranks ",
+               run_name(r, axes, runs), " than at the example's sizes: control flow on sizes has no ONNX form");
+  }
+}
+
+// Each op argument that changes between the runs must be a size, of a form the graph can
+// compute: its provenance goes into the op's int_sizes / float_sizes.
+void fit_arguments(std::vector<TracedOp>& ops, const std::vector<RunSummary>& summaries,
+                   const std::vector<std::vector<int64_t>>& runs) {
+  const RunSummary& base = summaries[0];
+  auto fit = [&](const std::vector<int64_t>& values, const std::string& what) {
+    std::optional<SymSize> s = fit_size(values, runs);
+    LOOM_CHECK(s.has_value(), NotImplementedError, "onnx export: ", what, " is ", list(values),
+               " at the example's sizes and with each dynamic axis grown (", list(runs[0]), " then ",
+               "each grown by 1, then all by 2): not scale · ∏ axes + offset, which the graph can compute");
+    return *s;
+  };
+  for (size_t k = 0; k < ops.size() && summaries.size() > 1; ++k) {
+    const RunSummary::Op& op = base.ops[k];
+    const std::string where = op.op + " in " + op.path;
+    for (size_t i = 0; i < op.ints.size(); ++i) {
+      std::vector<int64_t> values;
+      for (const RunSummary& run : summaries) values.push_back(run.ops[k].ints[i]);
+      if (std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values[0]; })) continue;
+      LOOM_CHECK(is_size_int(op.op, i), NotImplementedError, "onnx export: ", where, " is called with ",
+                 list(op.ints), " at the example's sizes but its argument ", i, " changes with the sizes ",
+                 list(values), ": control flow on sizes has no ONNX form");
+      ops[k].int_sizes[i] = fit(values, where + ": its size argument " + std::to_string(i));
+    }
+    for (size_t i = 0; i < op.floats.size(); ++i) {
+      std::vector<int64_t> values;
+      bool same = true, integral = true;
+      for (const RunSummary& run : summaries) {
+        const double v = run.ops[k].floats[i];
+        same = same && (v == op.floats[i] || (std::isnan(v) && std::isnan(op.floats[i])));  // nan: "not given"
+        integral = integral && std::nearbyint(v) == v;
+        values.push_back(int64_t(v));
+      }
+      if (same) continue;
+      LOOM_CHECK(is_size_float(op.op, i) && integral, NotImplementedError, "onnx export: ", where,
+                 "'s scalar argument ", i, " (", op.floats[i], " at the example's sizes) changes with the sizes: a "
+                 "scalar computed from a size (as x * (1.0 / T)) would be baked in; compute it from tensors (x.mean)");
+      ops[k].float_sizes[i] = fit(values, where + ": its size argument " + std::to_string(i));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<DynamicAxis> dynamic_axes(const std::map<size_t, std::map<int64_t, std::string>>& axes,
@@ -114,74 +193,8 @@ Traced trace_runs(nn::Module& module, const FlatForward& forward, const std::vec
     summaries.push_back(summarize(tracer, out));
   }
 
-  // Compare every run with the example's, op by op.
-  const RunSummary& base = summaries[0];
-  for (size_t r = 1; r < summaries.size(); ++r) {
-    const RunSummary& run = summaries[r];
-    for (size_t k = 0; k < std::max(base.ops.size(), run.ops.size()); ++k) {
-      const bool same = k < base.ops.size() && k < run.ops.size() && base.ops[k].op == run.ops[k].op &&
-                        base.ops[k].ints.size() == run.ops[k].ints.size() &&
-                        base.ops[k].floats.size() == run.ops[k].floats.size() && base.ops[k].ranks == run.ops[k].ranks &&
-                        base.ops[k].constants.size() == run.ops[k].constants.size();
-      LOOM_CHECK(same, NotImplementedError, "onnx export: the forward runs other ops ", run_name(r, axes, runs),
-                 " than at the example's sizes (op ", k, ": ",
-                 k < base.ops.size() ? base.ops[k].op + " in " + base.ops[k].path : "none", " vs ",
-                 k < run.ops.size() ? run.ops[k].op + " in " + run.ops[k].path : "none",
-                 "): control flow on sizes has no ONNX form (a size-1 axis that an op squeezes or broadcasts "
-                 "away is one; give the example that axis a size > 1)");
-    }
-    for (size_t k = 0; k < base.ops.size(); ++k)  // a constant made on the host from a size would be baked in
-      for (size_t i = 0; i < base.ops[k].constants.size(); ++i) {
-        const auto &a = base.ops[k].constants[i], &b = run.ops[k].constants[i];
-        const bool same = a.first == b.first && a.second.size() == b.second.size() &&
-                          std::memcmp(a.second.data(), b.second.data(), a.second.size() * sizeof(double)) == 0;
-        LOOM_CHECK(same, NotImplementedError, "onnx export: ", base.ops[k].op, " in ", base.ops[k].path,
-                   " reads a constant (its input ", i, ", shape ", shape_str(a.first), ") whose shape or values change ",
-                   run_name(r, axes, runs), ": a tensor or scalar made on the host from a size (as from_vector({T}) or "
-                   "x * (1.0 / T)) would be baked in; make it with ops the export records (arange, full, x.mean)");
-      }
-    bool same_ranks = run.outputs.size() == base.outputs.size();
-    for (size_t o = 0; same_ranks && o < run.outputs.size(); ++o)
-      same_ranks = run.outputs[o].size() == base.outputs[o].size();
-    LOOM_CHECK(same_ranks, NotImplementedError, "onnx export: the forward's outputs have other ranks ",
-               run_name(r, axes, runs), " than at the example's sizes: control flow on sizes has no ONNX form");
-  }
-  // Each argument that changes between runs must be a size, of a form the graph can compute.
-  auto fit = [&](const std::vector<int64_t>& values, const std::string& what) {
-    std::optional<SymSize> s = fit_size(values, runs);
-    LOOM_CHECK(s.has_value(), NotImplementedError, "onnx export: ", what, " is ", list(values),
-               " at the example's sizes and with each dynamic axis grown (", list(example), " then ",
-               "each grown by 1, then all by 2): not scale · ∏ axes + offset, which the graph can compute");
-    return *s;
-  };
-  for (size_t k = 0; k < t.ops.size() && !axes.empty(); ++k) {
-    const RunSummary::Op& op = base.ops[k];
-    const std::string where = op.op + " in " + op.path;
-    for (size_t i = 0; i < op.ints.size(); ++i) {
-      std::vector<int64_t> values;
-      for (const RunSummary& run : summaries) values.push_back(run.ops[k].ints[i]);
-      if (std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == values[0]; })) continue;
-      LOOM_CHECK(is_size_int(op.op, i), NotImplementedError, "onnx export: ", where, " is called with ",
-                 list(op.ints), " at the example's sizes but its argument ", i, " changes with the sizes ",
-                 list(values), ": control flow on sizes has no ONNX form");
-      t.ops[k].int_sizes[i] = fit(values, where + ": its size argument " + std::to_string(i));
-    }
-    for (size_t i = 0; i < op.floats.size(); ++i) {
-      std::vector<int64_t> values;
-      bool same = true, integral = true;
-      for (const RunSummary& run : summaries) {
-        const double v = run.ops[k].floats[i];
-        same = same && (v == op.floats[i] || (std::isnan(v) && std::isnan(op.floats[i])));  // nan: "not given"
-        integral = integral && std::nearbyint(v) == v;
-        values.push_back(int64_t(v));
-      }
-      if (same) continue;
-      LOOM_CHECK(is_size_float(op.op, i) && integral, NotImplementedError, "onnx export: ", where,
-                 "'s scalar argument ", i, " (", op.floats[i], " at the example's sizes) changes with the sizes: a "
-                 "scalar computed from a size (as x * (1.0 / T)) would be baked in; compute it from tensors (x.mean)");
-      t.ops[k].float_sizes[i] = fit(values, where + ": its size argument " + std::to_string(i));
-    }
-  }
+  compare_runs(summaries, axes, runs);
+  fit_arguments(t.ops, summaries, runs);
   for (size_t o = 0; o < t.outputs.size(); ++o) {
     t.output_dims.emplace_back();
     for (int64_t d = 0; d < t.outputs[o].dim(); ++d) {
