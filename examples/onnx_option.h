@@ -18,6 +18,13 @@
 
 namespace examples {
 
+// Example inputs of a text model's export: token ids (3, 7) in [1, vocab) on `device` and
+// lengths (3) on the CPU, the longest 7 (any sizes: the axes stay dynamic, onnx/sizes.h).
+inline std::vector<loom::Tensor> example_texts(int64_t vocab, loom::Device device) {
+  const loom::Tensor tokens = loom::randint(1, vocab, {3, 7}).to(device);
+  return {tokens, loom::tensor<int64_t>({7, 4, 2})};
+}
+
 struct OnnxOption {
   std::string path;
   std::string from;  // --export-from: a checkpoint exported without training (where a program offers it)
@@ -41,6 +48,17 @@ struct OnnxOption {
         ->needs(app.get_option("--export-onnx"));
   }
 
+  // With --export-from: loads that checkpoint's model into `model` (a text model over `vocab`
+  // words), writes it to --export-onnx and returns true; false otherwise.
+  template <typename Model>
+  bool export_saved(const Model& model, int64_t vocab, loom::Device device) const {
+    if (from.empty()) return false;
+    loom::optim::load_checkpoint(from, {model.get()});
+    std::printf("loaded %s\n", from.c_str());
+    export_model<2>(model, example_texts(vocab, device), {"tokens", "lengths"});
+    return true;
+  }
+
   // Traces model(inputs...) (N inputs) and writes it, when --export-onnx was given.
   template <size_t N, typename Model>
   void export_model(const Model& model, const std::vector<loom::Tensor>& inputs,
@@ -53,11 +71,5 @@ struct OnnxOption {
   }
 };
 
-// Example inputs of a text model's export: token ids (3, 7) in [1, vocab) on `device` and
-// lengths (3) on the CPU, the longest 7 (any sizes: the axes stay dynamic, onnx/sizes.h).
-inline std::vector<loom::Tensor> example_texts(int64_t vocab, loom::Device device) {
-  const loom::Tensor tokens = loom::randint(1, vocab, {3, 7}).to(device);
-  return {tokens, loom::tensor<int64_t>({7, 4, 2})};
-}
 
 }  // namespace examples

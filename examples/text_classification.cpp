@@ -116,12 +116,7 @@ int main(int argc, char** argv) {
 
     auto model = std::make_shared<examples::SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
     model->to(device);
-    if (!onnx_option.from.empty()) {  // export the checkpoint's model only: no training
-      optim::load_checkpoint(onnx_option.from, {model.get()});
-      std::printf("loaded %s\n", onnx_option.from.c_str());
-      onnx_option.export_model<2>(model, examples::example_texts(int64_t(task.vocab.size()), device), {"tokens", "lengths"});
-      return 0;
-    }
+    if (onnx_option.export_saved(model, int64_t(task.vocab.size()), device)) return 0;  // no training
     // Wrapped after a resume would also do: the wrapper copies rank 0's weights to all.
     std::optional<nn::parallel::DistributedDataParallel<std::shared_ptr<examples::SentimentLSTM>>> ddp;
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
