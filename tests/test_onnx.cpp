@@ -2,6 +2,7 @@
 // hand-computed case, read back with ONNX's own ModelProto; and the error paths. The
 // comparison with ONNX Runtime is the CTest onnx_runtime_check (tests/onnx/).
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -261,7 +262,11 @@ TEST_CASE("onnx: LSTMCell decomposed in PyTorch's gate layout i, f, g, o", "[onn
   for (const auto& n : m.graph().node()) {
     if (n.op_type() != "Slice") continue;
     for (const auto& t : m.graph().initializer())
-      if (t.name() == n.input(1)) starts.push_back(*reinterpret_cast<const int64_t*>(t.raw_data().data()));
+      if (t.name() == n.input(1)) {
+        int64_t start = 0;
+        std::memcpy(&start, t.raw_data().data(), sizeof start);
+        starts.push_back(start);
+      }
   }
   REQUIRE(starts == std::vector<int64_t>{0, 2, 4, 6});
   REQUIRE(m.graph().output_size() == 2);
