@@ -30,6 +30,12 @@ struct KeepBestOptions {
                                       monitor == "test_loss" ? "min" : "max");
   }
   double monitored(const Evaluation& e) const { return monitor == "test_loss" ? e.loss : e.accuracy; }
+  // The best epoch's checkpoint, and the vocabulary beside it (vocab_beside): what exporting
+  // or resuming the file alone needs to map words to the embedding's rows.
+  void save(const loom::optim::Checkpoint& checkpoint, const loom::data::Vocab& vocab) const {
+    loom::optim::save_checkpoint(path, checkpoint);
+    vocab.save(vocab_beside(path));
+  }
 };
 
 // After training: the best epoch's model (when --keep-best saved one) reloaded and

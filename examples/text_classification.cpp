@@ -15,6 +15,8 @@
 //   ./build/cpu/examples/text_classification --keep-best best.safetensors --patience 3
 //   (keeps the checkpoint of the best held-out epoch, stops after 3 epochs without a better
 //   one, and reports the best model's accuracy at the end)
+//   ./build/cpu/examples/text_classification --export-from best.safetensors --export-onnx model.onnx
+//   (a saved checkpoint's model as ONNX, without training: docs/onnx.md)
 //   ./build/cpu/examples/text_classification --accum-steps 4 --batch-size 8  # steps of 32 texts
 //   ./build/cpu/examples/text_classification --amp bf16   # mixed precision (fp16 on CUDA)
 //   ./build/cpu/examples/text_classification --profile runs/profile  # trace, timeline and table of 5 steps
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
   keep_best.add_to(app);
   amp_option.add_to(app);
   onnx_option.add_to(app);
+  onnx_option.add_export_from(app);
   distributed.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
@@ -100,8 +103,9 @@ int main(int argc, char** argv) {
     data_options.train_limit = 512;
     epochs = 4;
   }
-
   try {
+    // A saved model's words are its vocabulary's, beside the file (examples/text_task.h).
+    if (!onnx_option.from.empty()) data_options.vocab_path = examples::existing_vocab_beside(onnx_option.from);
     if (threads > 0) set_num_threads(threads);
     use_deterministic_algorithms(deterministic);
     manual_seed(data_options.seed);
@@ -110,7 +114,7 @@ int main(int argc, char** argv) {
     cuda_graph.check(device, accum_steps, distributed.enabled);
     if (distributed.rank() > 0) out_dir += "/rank" + std::to_string(distributed.rank());
     const std::string resume = resume_option.path(checkpoint);  // --resume auto: --checkpoint's, if there
-    if (!resume.empty()) data_options.vocab_path = resume + ".vocab.txt";
+    if (!resume.empty()) data_options.vocab_path = examples::existing_vocab_beside(resume);
     examples::TextTask task = examples::load_text_task(data_options);
     auto train_loader = examples::text_loader(task.train, batch_size, true, data_options.seed, workers, device.is_cuda(),
                                               distributed.shard());
@@ -118,6 +122,7 @@ int main(int argc, char** argv) {
 
     auto model = std::make_shared<examples::SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
     model->to(device);
+    if (onnx_option.export_saved(model, int64_t(task.vocab.size()), device)) return 0;  // no training
     // Wrapped after a resume would also do: the wrapper copies rank 0's weights to all.
     std::optional<nn::parallel::DistributedDataParallel<std::shared_ptr<examples::SentimentLSTM>>> ddp;
     optim::Adam optimizer(model->parameters(), optim::AdamOptions(lr).capturable(cuda_graph.capturable(device)));
@@ -199,7 +204,7 @@ int main(int argc, char** argv) {
       if (loop.stop_requested()) {  // every rank, after the same step
         const std::string path = examples::preemption_checkpoint(checkpoint, out_dir + "/preempted.safetensors");
         return examples::save_stopped(loop, distributed, preemption, path, [&](const examples::EpochPosition& at) {
-          task.vocab.save(path + ".vocab.txt");  // first: a checkpoint on disk means both are there
+          task.vocab.save(examples::vocab_beside(path));  // first: a checkpoint on disk means both are there
           const optim::Checkpoint c = training_checkpoint(loop.steps(), epoch);  // the stopper's state into extra
           examples::put_position(stopper_state, at);                              // and the epoch's position
           optim::save_checkpoint(path, c);
@@ -222,9 +227,9 @@ int main(int argc, char** argv) {
       // Every rank evaluates the same weights on the whole held-out set: the same decisions.
       const bool best = stopper.step(keep_best.monitored(test));
       if (best && !keep_best.path.empty() && distributed.is_main())
-        optim::save_checkpoint(keep_best.path, training_checkpoint(step, epoch + 1));
+        keep_best.save(training_checkpoint(step, epoch + 1), task.vocab);
       if (!checkpoint.empty() && distributed.is_main()) {
-        task.vocab.save(checkpoint + ".vocab.txt");  // first: a checkpoint on disk means both are there
+        task.vocab.save(examples::vocab_beside(checkpoint));  // first: a checkpoint on disk means both are there
         optim::save_checkpoint(checkpoint, training_checkpoint(step, epoch + 1));
       }
       distributed.barrier();  // the files are written before any rank reads them

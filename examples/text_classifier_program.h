@@ -70,6 +70,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   amp_option.add_to(app);
   onnx_option.add_to(app);
+  onnx_option.add_export_from(app);
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   keep_best.add_to(app);
@@ -88,12 +89,15 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     manual_seed(data_options.seed);
     const Device device(device_name);
     cuda_graph.check(device, accum_steps, /*distributed=*/false);
+    // A saved model's words are its vocabulary's, beside the file (text_task.h).
+    if (!onnx_option.from.empty()) data_options.vocab_path = existing_vocab_beside(onnx_option.from);
     TextTask task = load_text_task(data_options);
     auto train_loader = text_loader(task.train, p.batch_size, true, data_options.seed, workers, device.is_cuda());
     auto test_loader = text_loader(task.test, 256, false, 0, workers, device.is_cuda());
 
     auto model = make_model(int64_t(task.vocab.size()), int64_t(task.labels.size()));
     model->to(device);
+    if (onnx_option.export_saved(model, int64_t(task.vocab.size()), device)) return 0;  // no training
     std::printf("%s\n", model->str().c_str());
     optim::AdamW optimizer(model->parameters(), optim::AdamOptions(p.lr).capturable(cuda_graph.capturable(device)));
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
@@ -131,7 +135,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
       std::printf("epoch %d: train loss %.4f | held-out loss %.4f acc %.4f | %.2f s\n", epoch + 1, train_loss,
                   test.loss, test.accuracy, summary.epoch_seconds().back());
       if (stopper.step(keep_best.monitored(test)) && !keep_best.path.empty())
-        optim::save_checkpoint(keep_best.path, {model.get(), &optimizer, nullptr, 0, epoch + 1});
+        keep_best.save({model.get(), &optimizer, nullptr, 0, epoch + 1}, task.vocab);
       report_early_stop(keep_best, stopper);
     }
     test = reload_best(keep_best, stopper, test_loader, *model, device, test);

@@ -32,6 +32,18 @@ struct TextTaskOptions {
   std::string vocab_path;      // load this vocabulary instead of building one
 };
 
+// The vocabulary written beside a checkpoint (--checkpoint's, --keep-best's): CHECKPOINT.vocab.txt.
+inline std::string vocab_beside(const std::string& checkpoint) { return checkpoint + ".vocab.txt"; }
+
+// That vocabulary's path, which must exist: a checkpoint alone cannot map words to its
+// embedding's rows (a vocabulary built again from other data would silently not match).
+inline std::string existing_vocab_beside(const std::string& checkpoint) {
+  const std::string vocab = vocab_beside(checkpoint);
+  LOOM_CHECK(std::filesystem::is_regular_file(vocab), SerializationError, checkpoint, ": no vocabulary beside it (",
+             vocab, "); --checkpoint and --keep-best write one next to their file: copy it with the checkpoint");
+  return vocab;
+}
+
 inline TextTask load_text_task(const TextTaskOptions& o) {
   std::vector<data::LabelledText> train, test;
   data::ReadReport report;

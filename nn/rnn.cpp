@@ -178,6 +178,7 @@ RNNCellBaseImpl::RNNCellBaseImpl(RNNMode mode, int64_t input_size_, int64_t hidd
 }
 
 RNNState RNNCellBaseImpl::forward(const Tensor& x_in, const RNNState& state_in) {
+  const trace::OpScope trace;  // recorded whole: onnx/convert_cell.cpp decomposes it
   const char* op = type_name().c_str();
   const std::vector<Tensor> cast = autocast::cast_recurrent_inputs(
       autocast_name(mode_, true), {x_in, state_in.h, state_in.c, weight_ih, weight_hh, bias_ih, bias_hh}, 3);
@@ -201,6 +202,7 @@ RNNState RNNCellBaseImpl::forward(const Tensor& x_in, const RNNState& state_in) 
   }
   // A cell is a one-step layer: the same fused kernel and backward.
   RNNLayerResult r = rnn_layer(mode_, x.unsqueeze(0), h, c, w_ih, w_hh, b_ih, b_hh, {}, false);
+  if (trace) trace.record({"rnn_cell", {x_in, state_in.h, state_in.c}, {r.h_n, r.c_n}, {int64_t(mode_)}, {}, this});
   return {r.h_n, r.c_n};
 }
 

@@ -1,4 +1,5 @@
 // The ops of Loom's tensor API and functional layers as ONNX nodes (opset 17 unless said).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,6 +17,20 @@ struct Ctx {
   const trace::OpRecord& r;
   std::string in(size_t i) const { return g.value(r.inputs[i], describe(op)); }
   const Tensor& out(size_t i = 0) const { return r.outputs[i]; }
+  // Size argument i of the record's ints (floats): a constant, or what follows a dynamic axis.
+  SymSize size(size_t i) const {
+    auto it = op.int_sizes.find(i);
+    return it != op.int_sizes.end() ? it->second : SymSize::constant(r.ints[i]);
+  }
+  SymSize float_size(size_t i) const {
+    auto it = op.float_sizes.find(i);
+    return it != op.float_sizes.end() ? it->second : SymSize::constant(int64_t(r.floats[i]));
+  }
+  std::vector<SymSize> sizes() const {  // every int, as sizes (a reshape's, an expand's)
+    std::vector<SymSize> v;
+    for (size_t i = 0; i < r.ints.size(); ++i) v.push_back(size(i));
+    return v;
+  }
   // Binds the op's output i to a new value made by `op_type`, and returns the node.
   ::onnx::NodeProto& emit(const std::string& op_type, const std::vector<std::string>& inputs, size_t i = 0) {
     const std::string name = g.fresh(op_type);
@@ -148,25 +163,24 @@ void layer_norm(Ctx& c) {
   attr(n, "axis", -k), attr(n, "epsilon", float(c.r.floats[0]));
 }
 
-// Reshape/expand sizes: a size of a dynamic axis comes from the input's shape.
-void reshape(Ctx& c) {
-  std::vector<int64_t> sizes = c.r.ints;
-  c.emit("Reshape", {c.in(0), c.g.shape(sizes)});
+void select(Ctx& c) {  // ints: dim, index, the dim's size
+  const int64_t d = c.r.ints[0];
+  const SymSize index = c.size(1), n = c.size(2);
+  std::string i;
+  if (index.is_constant()) {
+    i = c.g.initializer(scalar_tensor(index.offset, kInt64), "index");
+  } else if (index.symbols == n.symbols && index.scale == n.scale && index.offset < n.offset) {
+    // n - k (x[:, T - 1]) is -k at any n
+    i = c.g.initializer(scalar_tensor(index.offset - n.offset, kInt64), "index");
+  } else {  // computed, as a 0-D index
+    i = c.g.op("Squeeze", {c.g.dim(index), c.g.ints({0})});
+  }
+  attr(c.emit("Gather", {c.in(0), i}), "axis", d);
 }
 
-void select(Ctx& c) {
-  const int64_t d = c.r.ints[0], index = c.r.ints[1], n = c.r.ints[2];
-  // The last of a dynamic axis (x[:, T - 1]) stays the last at any T.
-  const int64_t i = c.g.is_dynamic(n) && index == n - 1 ? -1 : index;
-  if (c.g.is_dynamic(n) && index != n - 1 && index != 0)
-    unsupported(c.op, "index " + std::to_string(index) + " of a dynamic axis of size " + std::to_string(n));
-  ::onnx::NodeProto& node = c.emit("Gather", {c.in(0), c.g.initializer(scalar_tensor(i, kInt64), "index")});
-  attr(node, "axis", d);
-}
-
-void slice(Ctx& c) {  // ints: dim, start, end, step, the dim's size; a bound of a dynamic size stays dynamic
-  const int64_t d = c.r.ints[0], start = c.r.ints[1], end = c.r.ints[2], step = c.r.ints[3];
-  c.emit("Slice", {c.in(0), c.g.shape({start}), c.g.shape({end}), c.g.ints({d}), c.g.ints({step})});
+void slice(Ctx& c) {  // ints: dim, start, end, step, the dim's size; a bound may follow an axis
+  const int64_t d = c.r.ints[0], step = c.r.ints[3];
+  c.emit("Slice", {c.in(0), c.g.dim(c.size(1)), c.g.dim(c.size(2)), c.g.ints({d}), c.g.ints({step})});
 }
 
 void flatten(Ctx& c) {  // (d0.. ds-1, prod, de+1..) from the input's own shape
@@ -186,13 +200,12 @@ void flatten(Ctx& c) {  // (d0.. ds-1, prod, de+1..) from the input's own shape
   c.emit("Reshape", {c.in(0), cat.output(0)});
 }
 
-// full/zeros/ones: ConstantOfShape where a size is a dynamic axis, else a constant (left to
-// GraphBuilder::value, which folds it).
+// full/zeros/ones: ConstantOfShape where a size follows a dynamic axis, else a constant (left
+// to GraphBuilder::value, which folds it).
 void full(Ctx& c) {
-  bool dynamic = false;
-  for (int64_t s : c.r.ints) dynamic = dynamic || c.g.is_dynamic(s);
-  if (!dynamic) return;
-  ::onnx::NodeProto& n = c.emit("ConstantOfShape", {c.g.shape(c.r.ints)});
+  const std::vector<SymSize> sizes = c.sizes();
+  if (std::all_of(sizes.begin(), sizes.end(), [](const SymSize& s) { return s.is_constant(); })) return;
+  ::onnx::NodeProto& n = c.emit("ConstantOfShape", {c.g.shape(sizes)});
   ::onnx::AttributeProto* a = n.add_attribute();
   a->set_name("value"), a->set_type(::onnx::AttributeProto::TENSOR);
   const Tensor one = full({1}, c.r.floats[0], TensorOptions(c.g.export_dtype(c.out().dtype())));
@@ -201,13 +214,16 @@ void full(Ctx& c) {
   a->mutable_t()->set_raw_data(one.data(), size_t(element_size(one.dtype())));
 }
 
-// arange(start, end, step): Range where the end is a dynamic axis, else a constant.
+// arange(start, end, step): Range where start or end follows a dynamic axis, else a constant.
 void arange(Ctx& c) {
-  const double start = c.r.floats[0], end = c.r.floats[1], step = c.r.floats[2];
-  if (!c.g.is_dynamic(int64_t(end)) || double(int64_t(end)) != end) return;
+  const SymSize start = c.float_size(0), end = c.float_size(1);
+  if (start.is_constant() && end.is_constant()) return;
   const DType dt = c.out().dtype();
-  const std::string limit = c.cast(c.g.op("Squeeze", {c.g.shape({int64_t(end)}), c.g.ints({0})}), kInt64, dt);
-  c.emit("Range", {c.g.scalar(start, dt), limit, c.g.scalar(step, dt)});
+  auto bound = [&](const SymSize& s, double v) {  // a 0-D value of dt
+    if (s.is_constant()) return c.g.scalar(v, dt);
+    return c.cast(c.g.op("Squeeze", {c.g.dim(s), c.g.ints({0})}), kInt64, dt);
+  };
+  c.emit("Range", {bound(start, c.r.floats[0]), bound(end, c.r.floats[1]), c.g.scalar(c.r.floats[2], dt)});
 }
 
 void where(Ctx& c) {
@@ -289,6 +305,7 @@ void convert_op(GraphBuilder& g, const TracedOp& op) {
   const std::string name = r.op;
   auto with_axis = [&](const char* type, int64_t axis) { attr(c.emit(type, {c.in(0)}), "axis", axis); };
   if (name == "rnn") return convert_rnn(g, op);
+  if (name == "rnn_cell") return convert_rnn_cell(g, op);
   if (name == "full") return full(c);
   if (name == "arange") return arange(c);
   if (name == "where") return where(c);
@@ -311,8 +328,8 @@ void convert_op(GraphBuilder& g, const TracedOp& op) {
       if (r.inputs[i].numel() > 0 || r.inputs[i].dim() > 1) ins.push_back(c.in(i));
     return void(attr(c.emit("Concat", ins), "axis", r.ints[0]));
   }
-  if (name == "reshape") return reshape(c);
-  if (name == "expand") return void(c.emit("Expand", {c.in(0), g.shape(r.ints)}));
+  if (name == "reshape") return void(c.emit("Reshape", {c.in(0), g.shape(c.sizes())}));
+  if (name == "expand") return void(c.emit("Expand", {c.in(0), g.shape(c.sizes())}));
   if (name == "transpose") {
     std::vector<int64_t> perm(size_t(r.inputs[0].dim()));
     for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);

@@ -1,5 +1,6 @@
 #include "onnx/export.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "autograd/grad_mode.h"
@@ -15,6 +16,29 @@ struct EvalGuard {
   bool was_training = m.is_training();
   explicit EvalGuard(nn::Module& m) : m(m) { m.eval(); }
   ~EvalGuard() { m.train(was_training); }
+};
+
+// PATH.partial while an export writes; removed unless committed (renamed over PATH).
+struct PartialFile {
+  std::string path, partial = path + ".partial";
+  std::ofstream out;
+  bool done = false;
+  explicit PartialFile(std::string p) : path(std::move(p)), out(partial, std::ios::binary | std::ios::trunc) {
+    LOOM_CHECK(out.good(), SerializationError, "onnx export: cannot open ", partial, " for writing");
+  }
+  void commit() {
+    out.close();
+    std::error_code ec;
+    std::filesystem::rename(partial, path, ec);
+    LOOM_CHECK(!ec, SerializationError, "onnx export: cannot move ", partial, " to ", path, ": ", ec.message());
+    done = true;
+  }
+  ~PartialFile() {
+    if (done) return;
+    out.close();
+    std::error_code ec;
+    std::filesystem::remove(partial, ec);
+  }
 };
 
 // The default dynamic axes (the Note in onnx/export.h).
@@ -42,9 +66,9 @@ void export_model(nn::Module& module, const FlatForward& forward, const std::vec
              " is not supported (17 to 23)");
   for (size_t i = 0; i < example_inputs.size(); ++i)
     LOOM_CHECK(example_inputs[i].defined(), ValueError, "onnx export: example input ", i, " is undefined");
-  // Open the file first: a path that cannot be written fails before the trace.
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  LOOM_CHECK(file.good(), SerializationError, "onnx export: cannot open ", path, " for writing");
+  // The model goes to PATH.partial, opened first (a path that cannot be written fails before
+  // the trace) and renamed over PATH at the end: a failed export leaves PATH as it was.
+  PartialFile file(path);
 
   ::onnx::ModelProto model;
   model.set_ir_version(8);  // ONNX 1.10+, which reads opsets up to 17; raised below for newer opsets
@@ -59,36 +83,32 @@ void export_model(nn::Module& module, const FlatForward& forward, const std::vec
   ::onnx::GraphProto& graph = *model.mutable_graph();
   graph.set_name(module.type_name());
 
-  std::vector<Tensor> outputs;
-  std::unique_ptr<GraphTracer> tracer;
+  const auto axes = options.has_dynamic_axes_ ? options.dynamic_axes_ : default_dynamic_axes(example_inputs);
+  std::vector<DynamicAxis> dynamic = dynamic_axes(axes, example_inputs, options.input_names_);
+  Traced traced;
   {
     EvalGuard eval(module);
     NoGradGuard no_grad;
-    tracer = std::make_unique<GraphTracer>(module, example_inputs);
-    outputs = forward(example_inputs);
+    traced = trace_runs(module, forward, example_inputs, dynamic);
   }
-  // Stop tracing before building: the builder's own tensor work (gate reordering) is not the model's.
-  std::vector<TracedOp> ops = tracer->ops();
-  GraphTracer& traced = *tracer;
-  traced.stop();
-
-  GraphBuilder g(graph, options, traced, module);
-  const auto axes = options.has_dynamic_axes_ ? options.dynamic_axes_ : default_dynamic_axes(example_inputs);
+  // The tracer is stopped: the builder's own tensor work (gate reordering) is not the model's.
+  GraphBuilder g(graph, options, *traced.tracer, module, std::move(dynamic));
   for (size_t i = 0; i < example_inputs.size(); ++i) {
     auto it = axes.find(i);
     g.add_input(example_inputs[i], name_at(options.input_names_, i, "input_"),
                 it == axes.end() ? std::map<int64_t, std::string>{} : it->second);
   }
-  for (const TracedOp& op : ops) convert_op(g, op);
-  for (size_t i = 0; i < outputs.size(); ++i) {
+  for (const TracedOp& op : traced.ops) convert_op(g, op);
+  for (size_t i = 0; i < traced.outputs.size(); ++i) {
     const std::string name = name_at(options.output_names_, i, "output_");
-    const std::string v = g.value(outputs[i], "output " + name);
+    const std::string v = g.value(traced.outputs[i], "output " + name);
     g.node("Identity", {v}, {name});
-    g.add_output(outputs[i], name);
+    g.add_output(traced.outputs[i], name, traced.output_dims[i]);
   }
   g.prune();
-  LOOM_CHECK(model.SerializeToOstream(&file) && file.flush().good(), SerializationError, "onnx export: writing ",
-             path, " failed");
+  LOOM_CHECK(model.SerializeToOstream(&file.out) && file.out.flush().good(), SerializationError,
+             "onnx export: writing ", file.partial, " failed");
+  file.commit();
 }
 
 }  // namespace loom::onnx

@@ -7,11 +7,11 @@
 //
 // Dynamic axes: by default axis 0 of every input whose size there is the first input's
 // (the batch) and, where the first input is of integers (token ids) or has 3 dims, its axis 1
-// (the sequence). A size the forward reads from a dynamic axis (a reshape to (B, 1, 1), an
-// index T - 1) is taken from the input's shape in the graph, found by its value: so the
-// example inputs' dynamic sizes must be > 1 and differ from each other (checked), and should
-// differ from the model's fixed sizes (hidden, classes), which the cross-check at other sizes
-// then proves. docs/onnx.md lists the ops and layers that export.
+// (the sequence). A size the forward computes from a dynamic axis (a reshape to (B·T, H), a
+// zeros({B, hidden}), an index T - 1) is computed from the input's shape in the graph: the
+// export traces the forward at grown sizes too, to find which sizes follow which axis (Note
+// [size provenance] in onnx/sizes.h), so the example's sizes may coincide with each other or
+// with the model's. docs/onnx.md lists the ops and layers that export.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +52,10 @@ struct ExportOptions {
 using FlatForward = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // Traces forward(example_inputs) with `module` in eval mode (its mode is restored after) and
-// writes the model to path. NotImplementedError naming the op and its module path where an op
-// has no ONNX form; SerializationError when path cannot be written; ValueError for bad options.
+// writes the model to path (through path.partial: a failed export leaves path as it was).
+// NotImplementedError naming the op and its module path where an op has no ONNX form or its
+// sizes follow the inputs in a way the graph cannot compute; SerializationError when path
+// cannot be written; ValueError for bad options or a forward that fails at grown sizes.
 void export_model(nn::Module& module, const FlatForward& forward, const std::vector<Tensor>& example_inputs,
                   const std::string& path, const ExportOptions& options = {});
 

@@ -10,8 +10,8 @@ namespace loom::onnx {
 using ::onnx::TensorProto;
 
 GraphBuilder::GraphBuilder(::onnx::GraphProto& graph, const ExportOptions& options, const GraphTracer& tracer,
-                           nn::Module& root)
-    : graph_(graph), options_(options), tracer_(tracer) {
+                           nn::Module& root, std::vector<DynamicAxis> axes)
+    : graph_(graph), options_(options), tracer_(tracer), axes_(std::move(axes)) {
   for (const auto& [name, t] : root.named_parameters()) param_names_[t.impl()] = name;
   for (const auto& [name, t] : root.named_buffers()) param_names_[t.impl()] = name;
 }
@@ -51,30 +51,21 @@ static ::onnx::TensorShapeProto* tensor_value(::onnx::ValueInfoProto* v, const s
 void GraphBuilder::add_input(const Tensor& t, const std::string& name, const std::map<int64_t, std::string>& dynamic) {
   ::onnx::TensorShapeProto* shape = tensor_value(graph_.add_input(), name, elem_type(t.dtype()));
   for (int64_t a = 0; a < t.dim(); ++a) {
-    ::onnx::TensorShapeProto_Dimension* d = shape->add_dim();
     auto it = dynamic.find(a);
-    if (it == dynamic.end()) {
-      d->set_dim_value(t.size(a));
-      continue;
-    }
-    d->set_dim_param(it->second);
-    const int64_t size = t.size(a);
-    LOOM_CHECK(size > 1, ValueError, "onnx export: dynamic axis ", a, " (", it->second, ") of input ", name,
-               " has size ", size, " in the example; give it a size > 1 so the trace can tell it from a constant");
-    auto [at, added] = dynamic_.try_emplace(size, DynamicAxis{name, a, it->second});
-    LOOM_CHECK(added || at->second.axis_name == it->second, ValueError, "onnx export: dynamic axes ",
-               at->second.axis_name, " and ", it->second, " both have the example size ", size,
-               "; give them different sizes so the trace can tell them apart");
+    if (it == dynamic.end()) shape->add_dim()->set_dim_value(t.size(a));
+    else shape->add_dim()->set_dim_param(it->second);  // "batch"
   }
   bind(t, name);
 }
 
-void GraphBuilder::add_output(const Tensor& t, const std::string& name) {
+void GraphBuilder::add_output(const Tensor& t, const std::string& name,
+                              const std::vector<std::optional<SymSize>>& dims) {
   ::onnx::TensorShapeProto* shape = tensor_value(graph_.add_output(), name, elem_type(t.dtype()));
-  for (int64_t a = 0; a < t.dim(); ++a) {
-    auto dyn = dynamic_.find(t.size(a));
-    if (dyn != dynamic_.end()) shape->add_dim()->set_dim_param(dyn->second.axis_name);  // "batch"
-    else shape->add_dim()->set_dim_value(t.size(a));
+  for (const std::optional<SymSize>& d : dims) {
+    ::onnx::TensorShapeProto_Dimension* dim = shape->add_dim();
+    if (d && d->is_constant()) dim->set_dim_value(d->offset);
+    else if (d && d->is_symbol()) dim->set_dim_param(axes_[d->symbols[0]].name);
+    // else: a size the graph computes (B·T) stays unnamed
   }
 }
 
@@ -133,26 +124,36 @@ std::string GraphBuilder::op(const std::string& op_type, const std::vector<std::
   return out;
 }
 
-std::string GraphBuilder::shape(const std::vector<int64_t>& sizes) {
+std::string GraphBuilder::dim(const SymSize& size) {
+  if (size.is_constant()) return ints({size.offset});
+  std::string v;
+  for (size_t a : size.symbols) {
+    auto& read = axis_values_[a];
+    if (read.empty()) {  // Shape(input)[axis:axis + 1], where the axis is first carried
+      const auto [input, axis] = axes_[a].axes.front();
+      ::onnx::NodeProto& n = node("Shape", {graph_.input(int(input)).name()}, {read = fresh(axes_[a].name)});
+      attr(n, "start", axis), attr(n, "end", axis + 1);
+    }
+    v = v.empty() ? read : op("Mul", {v, read});
+  }
+  if (size.scale != 1) v = op("Mul", {v, ints({size.scale})});
+  if (size.offset != 0) v = op("Add", {v, ints({size.offset})});
+  return v;
+}
+
+std::string GraphBuilder::shape(const std::vector<SymSize>& sizes) {
   std::vector<std::string> parts;
   std::vector<int64_t> run;  // constants not yet emitted
   auto flush = [&] {
     if (!run.empty()) parts.push_back(ints(run)), run.clear();
   };
-  for (int64_t s : sizes) {
-    auto dyn = dynamic_.find(s);
-    if (dyn == dynamic_.end()) {
-      run.push_back(s);
+  for (const SymSize& s : sizes) {
+    if (s.is_constant()) {
+      run.push_back(s.offset);
       continue;
     }
     flush();
-    auto& cached = dim_values_[s];
-    if (cached.empty()) {  // Shape(input)[axis:axis + 1]
-      ::onnx::NodeProto& n = node("Shape", {dyn->second.input}, {cached = fresh("dim")});
-      attr(n, "start", dyn->second.axis);
-      attr(n, "end", dyn->second.axis + 1);
-    }
-    parts.push_back(cached);
+    parts.push_back(dim(s));
   }
   flush();
   if (parts.size() == 1) return parts[0];

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,18 +13,19 @@
 
 #include "core/tensor.h"
 #include "onnx/export.h"
-#include "onnx/tracer.h"
+#include "onnx/trace_runs.h"
 
 namespace loom::onnx {
 
 class GraphBuilder {
  public:
   GraphBuilder(::onnx::GraphProto& graph, const ExportOptions& options, const GraphTracer& tracer,
-               nn::Module& root);
+               nn::Module& root, std::vector<DynamicAxis> axes);
 
   // A graph input: t with these axes dynamic (axis -> name).
   void add_input(const Tensor& t, const std::string& name, const std::map<int64_t, std::string>& dynamic);
-  void add_output(const Tensor& t, const std::string& name);
+  // A graph output: t, each dim declared as its axis, a constant, or unnamed (nullopt).
+  void add_output(const Tensor& t, const std::string& name, const std::vector<std::optional<SymSize>>& dims);
 
   // The value holding t: a graph input or an op's output, else a constant initializer (a
   // parameter under its state-dict name). NotImplementedError when t shares memory with a
@@ -44,11 +46,11 @@ class GraphBuilder {
   std::string ints(const std::vector<int64_t>& v);                    // a 1-D int64 constant
   std::string scalar(double v, DType dtype);                          // a 0-D constant of dtype
 
-  // Whether `size` is the example's size of a dynamic axis (Note in onnx/export.h).
-  bool is_dynamic(int64_t size) const { return dynamic_.count(size) > 0; }
-  // A 1-D int64 shape: each entry a constant, or the matching dynamic axis read from its
-  // input's shape; -1 and 0 stay as they are (Reshape's "infer" and "copy").
-  std::string shape(const std::vector<int64_t>& sizes);
+  // A size as a 1-D int64 value of one element: a constant, or computed from the inputs'
+  // Shape where it follows a dynamic axis (Note [size provenance] in onnx/sizes.h).
+  std::string dim(const SymSize& size);
+  // A 1-D int64 shape of these sizes (-1 and 0 stay as they are: Reshape's "infer" and "copy").
+  std::string shape(const std::vector<SymSize>& sizes);
 
   // Drops the nodes no graph output reaches (ops whose results the forward discarded) and
   // the initializers no node reads.
@@ -64,13 +66,8 @@ class GraphBuilder {
   const GraphTracer& tracer_;
   std::unordered_map<const TensorImpl*, std::string> values_;
   std::unordered_map<const TensorImpl*, std::string> param_names_;
-  struct DynamicAxis {
-    std::string input;
-    int64_t axis;
-    std::string axis_name;  // "batch"
-  };
-  std::map<int64_t, DynamicAxis> dynamic_;    // the example's size -> the axis it is
-  std::map<int64_t, std::string> dim_values_;                   // size -> its 1-D value
+  std::vector<DynamicAxis> axes_;
+  std::map<size_t, std::string> axis_values_;  // axis -> its 1-D value, read once
   std::map<std::string, int> used_;
 };
 

@@ -20,7 +20,7 @@ void GraphTracer::record(trace::OpRecord op) {
   if (reads_inputs)
     for (const Tensor& t : op.outputs)
       if (t.defined()) traced_storage_.insert(storage_of(t));
-  ops_.push_back({std::move(op), where()});
+  ops_.push_back({std::move(op), where(), {}, {}});
 }
 
 void GraphTracer::kernel(const char* op, const std::vector<const Tensor*>& operands) {

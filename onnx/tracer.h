@@ -2,6 +2,7 @@
 // in, and refuses a kernel that reads a traced tensor outside every recorded op.
 #pragma once
 
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -9,12 +10,16 @@
 
 #include "core/trace.h"
 #include "nn/module.h"
+#include "onnx/sizes.h"
 
 namespace loom::onnx {
 
 struct TracedOp {
   trace::OpRecord record;
   std::string path;  // "lstm (LSTM)": the module it ran in; "" at the top
+  // The size arguments that follow a dynamic axis (Note [size provenance] in onnx/sizes.h),
+  // by their index in record.ints / record.floats; the others are constants.
+  std::map<size_t, SymSize> int_sizes, float_sizes;
 };
 
 class GraphTracer : public trace::Tracer {

@@ -2,6 +2,7 @@
 // hand-computed case, read back with ONNX's own ModelProto; and the error paths. The
 // comparison with ONNX Runtime is the CTest onnx_runtime_check (tests/onnx/).
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -14,36 +15,14 @@
 #include "nn/rnn.h"
 #include "nn/sequential.h"
 #include "onnx/export.h"
+#include "onnx_test_util.h"
 #include "test_util.h"
 #include "text_classification_model.h"
 
 using namespace loom;
+using namespace onnx_test;
 
 namespace {
-
-std::string scratch(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "loom_test_onnx";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
-
-::onnx::ModelProto read(const std::string& path) {
-  ::onnx::ModelProto m;
-  std::ifstream f(path, std::ios::binary);
-  REQUIRE(m.ParseFromIstream(&f));
-  return m;
-}
-
-const ::onnx::NodeProto& only_node(const ::onnx::ModelProto& m, const std::string& type) {
-  const ::onnx::NodeProto* found = nullptr;
-  for (const auto& n : m.graph().node())
-    if (n.op_type() == type) {
-      REQUIRE(found == nullptr);
-      found = &n;
-    }
-  REQUIRE(found != nullptr);
-  return *found;
-}
 
 const ::onnx::AttributeProto* attribute(const ::onnx::NodeProto& n, const std::string& name) {
   for (const auto& a : n.attribute())
@@ -206,11 +185,9 @@ TEST_CASE("onnx: a path that cannot be written, bad options", "[onnx]") {
   REQUIRE_THROWS_AS(loom::onnx::export_model<1>(fc, {randn({2, 3})}, "/nonexistent-dir/model.onnx"), SerializationError);
   REQUIRE_THROWS_AS(loom::onnx::export_model<1>(fc, {randn({2, 3})}, scratch("o.onnx"), loom::onnx::ExportOptions().opset(9)),
                     ValueError);
-  // A dynamic axis of size 1 cannot be told from a constant.
-  REQUIRE_THROWS_AS(loom::onnx::export_model<1>(fc, {randn({1, 3})}, scratch("o.onnx")), ValueError);
-  nn::LSTM lstm(nn::RNNOptions(3, 2));  // batch and sequence of one size cannot be told apart
-  REQUIRE_THROWS_AS(loom::onnx::export_model<1>(lstm, {randn({4, 4, 3})}, scratch("o.onnx"),
-                                          loom::onnx::ExportOptions().dynamic_axes(kSeqMajor)),
+  // One axis name of two sizes (equal sizes of different axes export: tests/test_onnx_sizes.cpp).
+  REQUIRE_THROWS_AS(loom::onnx::export_model<1>(fc, {randn({2, 3})}, scratch("o.onnx"),
+                                                loom::onnx::ExportOptions().dynamic_axes({{0, {{0, "batch"}, {1, "batch"}}}})),
                     ValueError);
 }
 
@@ -251,4 +228,46 @@ TEST_CASE("onnx: 16-bit weights as float32 by default, kept with keep_16bit", "[
   m = read(path);
   REQUIRE(m.graph().input(0).type().tensor_type().elem_type() == ::onnx::TensorProto::BFLOAT16);
   for (const auto& t : m.graph().initializer()) REQUIRE(t.data_type() == ::onnx::TensorProto::BFLOAT16);
+}
+
+TEST_CASE("onnx: LSTMCell decomposed in PyTorch's gate layout i, f, g, o", "[onnx]") {
+  nn::LSTMCell cell(3, 2);
+  NoGradGuard no_grad;
+  number_rows({cell->weight_ih, cell->weight_hh, cell->bias_ih, cell->bias_hh});  // (8, 3), (8, 2), (8), (8)
+  const std::string path = scratch("lstm_cell.onnx");
+  const std::map<int64_t, std::string> batch{{0, "batch"}};
+  loom::onnx::export_model(
+      *cell,
+      [&](const std::vector<Tensor>& in) {
+        const nn::RNNState s = cell->forward(in[0], {in[1], in[2]});
+        return std::vector<Tensor>{s.h, s.c};
+      },
+      {randn({4, 3}), randn({4, 2}), randn({4, 2})}, path,
+      loom::onnx::ExportOptions().dynamic_axes({{0, batch}, {1, batch}, {2, batch}}));
+  const auto m = read(path);
+  for (const auto& n : m.graph().node()) REQUIRE(n.op_type() != "LSTM");
+  // Gemm(x, W_ih, b_ih) with transB: the weight as it is, its rows in PyTorch's order (10 r + c).
+  std::vector<std::string> gemm_weights;
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "Gemm") {
+      REQUIRE(attribute(n, "transB")->i() == 1);
+      gemm_weights.push_back(n.input(1) + "+" + n.input(2));
+    }
+  REQUIRE(gemm_weights == std::vector<std::string>{"weight_ih+bias_ih", "weight_hh+bias_hh"});
+  auto [dims, w] = initializer(m, "weight_ih");
+  REQUIRE(dims == std::vector<int64_t>{8, 3});
+  REQUIRE(w == numbered(0, {0, 1, 2, 3, 4, 5, 6, 7}, 3));
+  // Each gate a Slice of columns [k·H, (k + 1)·H): i, f, g, o at 0, 2, 4, 6.
+  std::vector<int64_t> starts;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "Slice") continue;
+    for (const auto& t : m.graph().initializer())
+      if (t.name() == n.input(1)) {
+        int64_t start = 0;
+        std::memcpy(&start, t.raw_data().data(), sizeof start);
+        starts.push_back(start);
+      }
+  }
+  REQUIRE(starts == std::vector<int64_t>{0, 2, 4, 6});
+  REQUIRE(m.graph().output_size() == 2);
 }

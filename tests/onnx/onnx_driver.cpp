@@ -36,6 +36,21 @@ struct CausalAttentionImpl : nn::Module {
   nn::Linear proj;
 };
 
+// An LSTM from zero initial states made in the forward, (B·T, H) folded through a Linear.
+struct ZeroStateImpl : nn::Module {
+  ZeroStateImpl()
+      : lstm(register_module("lstm", nn::LSTM(nn::RNNOptions(4, 4).batch_first(true)))),
+        fc(register_module("fc", nn::Linear(4, 4))) {}
+  Tensor forward(const Tensor& x) {  // (B, T, 4)
+    const int64_t b = x.size(0), t = x.size(1);
+    const Tensor h0 = zeros({1, b, 4}), c0 = full({1, b, 4}, 0.5);
+    const Tensor y = lstm(x, nn::RNNState{h0, c0}).output;  // (B, T, 4)
+    return fc(y.reshape({b * t, 4})).reshape({b, t, 4}) + arange(0, t, 1, kFloat32).reshape({1, t, 1});
+  }
+  nn::LSTM lstm;
+  nn::Linear fc;
+};
+
 struct MixedImpl : nn::Module {
   MixedImpl()
       : fc1(register_module("fc1", nn::Linear(5, 8))), norm(register_module("norm", nn::LayerNorm(8))),
@@ -77,13 +92,13 @@ struct Case {
   onnx::FlatForward forward;
   std::function<Inputs(int64_t B, int64_t T)> inputs;
   onnx::ExportOptions options;
+  std::pair<int64_t, int64_t> export_at{6, 5};  // the example's batch and sequence
 };
 
 void run(const Case& c, const std::filesystem::path& dir) {
   std::cout << c.name << ": " << std::flush;
   const std::string model = (dir / (c.name + ".onnx")).string();
-  // Exported at batch 6 and sequence 5: sizes none of the models has as a fixed size (onnx/export.h).
-  onnx::export_model(*c.module, c.forward, c.inputs(6, 5), model, c.options);
+  onnx::export_model(*c.module, c.forward, c.inputs(c.export_at.first, c.export_at.second), model, c.options);
   c.module->eval();
   NoGradGuard no_grad;
   nlohmann::json j{{"model", model}, {"inputs", nlohmann::json::array()}, {"outputs", nlohmann::json::array()}};
@@ -103,6 +118,34 @@ void run(const Case& c, const std::filesystem::path& dir) {
 template <typename M>
 onnx::FlatForward two_inputs(std::shared_ptr<M> m) {
   return [m](const Inputs& in) { return Inputs{m->forward(in[0], in[1])}; };
+}
+
+// The flagship's GPU path: the output at each text's last token, by gather.
+Case flagship_gather(const std::string& name, int64_t hidden, std::pair<int64_t, int64_t> at, std::mt19937& rng) {
+  auto m = std::make_shared<examples::SentimentLSTM>(50, 8, hidden, 4, 0.3);
+  return {name, m,
+          [m](const Inputs& in) {
+            const Tensor out = m->lstm(m->embedding(in[0])).output;
+            return Inputs{m->fc(m->dropout(examples::SentimentLSTM::last_outputs(out, in[1])))};
+          },
+          [&rng](int64_t B, int64_t T) { return texts(B, T, 50, rng); },
+          onnx::ExportOptions().input_names({"tokens", "lengths"}), at};
+}
+
+// char_rnn's model with its initial states as inputs (L = 2).
+Case char_rnn(const std::string& name, int64_t hidden, std::pair<int64_t, int64_t> at) {
+  auto m = std::make_shared<examples::CharLSTM>(30, 7, hidden, 2);
+  return {name, m,
+          [m](const Inputs& in) {
+            auto [logits, state] = m->forward(in[0], nn::RNNState{in[1], in[2]});
+            return Inputs{logits, state.h, state.c};
+          },
+          [hidden](int64_t B, int64_t T) {
+            return Inputs{randint(0, 30, {B, T}), randn({2, B, hidden}), randn({2, B, hidden})};
+          },
+          onnx::ExportOptions().input_names({"ids", "h0", "c0"}).dynamic_axes(
+              {{0, {{0, "batch"}, {1, "sequence"}}}, {1, {{1, "batch"}}}, {2, {{1, "batch"}}}}),
+          at};
 }
 
 }  // namespace
@@ -128,19 +171,7 @@ int main(int argc, char** argv) {
                      [&rng](int64_t B, int64_t T) { return texts(B, T, 40, rng); },
                      onnx::ExportOptions().input_names({"tokens", "lengths"})});
   }
-  {
-    auto m = std::make_shared<examples::CharLSTM>(30, 7, 11, 2);
-    cases.push_back({"char_rnn", m,
-                     [m](const Inputs& in) {
-                       auto [logits, state] = m->forward(in[0], nn::RNNState{in[1], in[2]});
-                       return Inputs{logits, state.h, state.c};
-                     },
-                     [](int64_t B, int64_t T) {
-                       return Inputs{randint(0, 30, {B, T}), randn({2, B, 11}), randn({2, B, 11})};
-                     },
-                     onnx::ExportOptions().input_names({"ids", "h0", "c0"}).dynamic_axes(
-                         {{0, {{0, "batch"}, {1, "sequence"}}}, {1, {{1, "batch"}}}, {2, {{1, "batch"}}}})});
-  }
+  cases.push_back(char_rnn("char_rnn", 11, {6, 5}));
   {
     auto m = std::make_shared<examples::TransformerClassifier>(40, 8, 2, 2, 16, 4, 0.1);
     cases.push_back({"transformer", m, two_inputs(m), [&rng](int64_t B, int64_t T) { return texts(B, T, 40, rng); },
@@ -152,20 +183,45 @@ int main(int argc, char** argv) {
                      [&rng](int64_t B, int64_t T) { return texts(B, T, 40, rng); },
                      onnx::ExportOptions().input_names({"tokens", "lengths"}).opset(23)});
   }
-  {  // the flagship's GPU path: the output at each text's last token, by gather
-    auto m = std::make_shared<examples::SentimentLSTM>(50, 8, 12, 4, 0.3);
-    cases.push_back({"flagship_gather", m,
-                     [m](const Inputs& in) {
-                       const Tensor out = m->lstm(m->embedding(in[0])).output;
-                       return Inputs{m->fc(m->dropout(examples::SentimentLSTM::last_outputs(out, in[1])))};
-                     },
-                     [&rng](int64_t B, int64_t T) { return texts(B, T, 50, rng); },
-                     onnx::ExportOptions().input_names({"tokens", "lengths"})});
-  }
+  cases.push_back(flagship_gather("flagship_gather", 12, {6, 5}, rng));
   {
     auto m = std::make_shared<MixedImpl>();
     cases.push_back({"mixed_ops", m, [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
                      [](int64_t B, int64_t T) { return Inputs{randn({B, T, 5})}; }, onnx::ExportOptions()});
+  }
+  // Example sizes that coincide (Note [size provenance] in onnx/sizes.h): batch == sequence, a
+  // hidden size equal to the batch, the 3 of a q/k/v split equal to both, size-1 axes.
+  {
+    auto m = std::make_shared<examples::SentimentLSTM>(50, 8, 12, 3, 0.3);
+    cases.push_back({"flagship_batch_eq_sequence", m, two_inputs(m),
+                     [&rng](int64_t B, int64_t T) { return texts(B, T, 50, rng); },
+                     onnx::ExportOptions().input_names({"tokens", "lengths"}), {5, 5}});
+  }
+  cases.push_back(flagship_gather("flagship_gather_hidden_eq_batch", 6, {6, 5}, rng));  // hidden 6
+  cases.push_back(flagship_gather("flagship_gather_batch1", 6, {1, 5}, rng));
+  cases.push_back(flagship_gather("flagship_gather_sequence1", 6, {6, 1}, rng));
+  cases.push_back(char_rnn("char_rnn_all_sizes_equal", 6, {6, 6}));  // hidden 6 = batch = sequence
+  {
+    auto m = std::make_shared<ZeroStateImpl>();
+    cases.push_back({"zero_state_fold_all_sizes_equal", m, [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
+                     [](int64_t B, int64_t T) { return Inputs{randn({B, T, 4})}; }, onnx::ExportOptions(), {4, 4}});
+  }
+  {
+    auto m = std::make_shared<examples::TransformerClassifier>(40, 8, 2, 1, 16, 4, 0.1);
+    cases.push_back({"transformer_batch_eq_sequence", m, two_inputs(m),
+                     [&rng](int64_t B, int64_t T) { return texts(B, T, 40, rng); },
+                     onnx::ExportOptions().input_names({"tokens", "lengths"}), {4, 4}});
+  }
+  {
+    auto m = std::make_shared<CausalAttentionImpl>();  // reshape (B, T, 3, 2, 2) at B = T = 3
+    cases.push_back({"causal_attention_sizes_eq_3", m, [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
+                     [](int64_t B, int64_t T) { return Inputs{randn({B, T, 4})}; }, onnx::ExportOptions(), {3, 3}});
+  }
+  for (auto at : {std::pair<int64_t, int64_t>{1, 5}, {6, 1}}) {
+    auto m = std::make_shared<MixedImpl>();
+    cases.push_back({"mixed_ops_" + std::string(at.first == 1 ? "batch1" : "sequence1"), m,
+                     [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
+                     [](int64_t B, int64_t T) { return Inputs{randn({B, T, 5})}; }, onnx::ExportOptions(), at});
   }
   for (int64_t opset : {17, 23}) {
     auto m = std::make_shared<CausalAttentionImpl>();
@@ -178,6 +234,34 @@ int main(int argc, char** argv) {
     auto m = std::make_shared<examples::Forecaster>(cell, 10, 2, 3);
     cases.push_back({std::string("timeseries_") + cell, m, [m](const Inputs& in) { return Inputs{m->forward(in[0])}; },
                      [](int64_t B, int64_t T) { return Inputs{randn({B, T, 1})}; }, onnx::ExportOptions()});
+  }
+  // Recurrent cells, one step (decomposed): with and without states and biases.
+  for (int k = 0; k < 6; ++k) {
+    const char* type = k % 3 == 0 ? "LSTMCell" : k % 3 == 1 ? "GRUCell" : "RNNCell";
+    const bool with_state = k < 3, bias = k != 3;
+    const int64_t I = 5, H = 7;
+    std::shared_ptr<nn::RNNCellBaseImpl> m;
+    if (k % 3 == 0) m = nn::LSTMCell(I, H, bias).ptr();
+    else if (k % 3 == 1) m = nn::GRUCell(I, H, bias).ptr();
+    else m = nn::RNNCell(I, H, bias, k == 2 ? "relu" : "tanh").ptr();
+    const bool lstm = k % 3 == 0;
+    std::map<size_t, std::map<int64_t, std::string>> axes{{0, {{0, "batch"}}}};
+    if (with_state) axes[1] = {{0, "batch"}};
+    if (with_state && lstm) axes[2] = {{0, "batch"}};
+    auto inputs = [=](int64_t B, int64_t) {
+      Inputs in{randn({B, I})};
+      if (with_state) in.push_back(randn({B, H}));
+      if (with_state && lstm) in.push_back(randn({B, H}));
+      return in;
+    };
+    auto forward = [=](const Inputs& in) {
+      nn::RNNState s{in.size() > 1 ? in[1] : Tensor(), in.size() > 2 ? in[2] : Tensor()};
+      nn::RNNState r = m->forward(in[0], s);
+      return lstm ? Inputs{r.h, r.c} : Inputs{r.h};
+    };
+    cases.push_back({"cell_" + std::to_string(k) + "_" + type + (with_state ? "_state" : "_zeros") +
+                         (bias ? "" : "_nobias") + (k == 2 ? "_relu" : ""),
+                     m, forward, inputs, onnx::ExportOptions().dynamic_axes(axes)});
   }
   // Random recurrent layers: every option Loom has.
   std::uniform_int_distribution<int> coin(0, 1);
