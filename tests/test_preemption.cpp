@@ -19,7 +19,7 @@ void (*current_handler(int sig))(int) {
 
 }  // namespace
 
-TEST_CASE("PreemptionGuard: SIGTERM and SIGUSR1 set the flag; the old handlers come back", "[train][preemption]") {
+TEST_CASE("PreemptionGuard: SIGTERM and SIGUSR1 set the flag, and the old handlers come back", "[train][preemption]") {
   // Catch2 has its own SIGTERM handler: whatever was there comes back.
   const auto term_before = current_handler(SIGTERM), usr1_before = current_handler(SIGUSR1);
   for (int sig : {SIGTERM, SIGUSR1}) {
@@ -38,7 +38,7 @@ TEST_CASE("PreemptionGuard: SIGTERM and SIGUSR1 set the flag; the old handlers c
   }
 }
 
-TEST_CASE("PreemptionGuard: request() without a signal; a new guard starts clear; one at a time",
+TEST_CASE("PreemptionGuard: request() without a signal, a new guard starting clear, one guard at a time",
           "[train][preemption]") {
   {
     train::PreemptionGuard guard;
