@@ -121,11 +121,6 @@ void for_each_item(int64_t batch, int64_t work, Fn&& item) {
   }
 }
 
-// Rows (or columns) of a block in deterministic mode: fixed, not from the thread count, since
-// the GEMM's own blocking (so the order of its sums over K) follows the block's size (Note
-// [deterministic algorithms] in core/deterministic.h).
-constexpr int64_t kDeterministicGemmBlock = 256;
-
 void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t element_size) {
   const bool split_rows = g.M >= g.N;
   const int64_t extent = split_rows ? g.M : g.N;

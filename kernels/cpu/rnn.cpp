@@ -28,6 +28,7 @@
 #include "core/factories.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/denormals.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
@@ -40,11 +41,11 @@ namespace {
 
 using rnn_rules::mm;
 
-// Rows of a GEMM's block and of a sweep's slice of the batch in deterministic mode: fixed,
-// not one block per thread, so that every product multiplies the same rows, in the same
-// order over K, at any thread count (Note [deterministic algorithms], core/deterministic.h).
-// 16: a sweep of a batch of 32 on two threads splits as it would anyway.
-constexpr int64_t kDeterministicGemmRows = 64;
+// Rows of a sweep's slice of the batch in deterministic mode (the GEMMs around the sweep take
+// cpu::kDeterministicGemmBlock): fixed, not one slice per thread, so that every product
+// multiplies the same rows, in the same order over K, at any thread count (Note
+// [deterministic algorithms], core/deterministic.h). 16: a batch of 32 on two threads
+// splits as it would anyway.
 constexpr int64_t kDeterministicSweepRows = 16;
 
 // fn(r0, r1) on each block of `rows` rows of [0, M), the blocks spread over the threads.
@@ -61,7 +62,7 @@ void for_row_blocks(int64_t M, int64_t rows, Fn&& fn) {
 template <typename Fn>
 void on_row_blocks(int64_t M, Fn&& fn) {
   const int64_t n = get_num_threads();
-  const int64_t rows = are_deterministic_algorithms_enabled() ? kDeterministicGemmRows
+  const int64_t rows = are_deterministic_algorithms_enabled() ? cpu::kDeterministicGemmBlock
                                                               : std::max<int64_t>(1, (M + n - 1) / n);
   for_row_blocks(M, rows, [&](int64_t r0, int64_t r1) {
     const cpu::FlushDenormalsGuard ftz;
