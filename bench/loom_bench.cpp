@@ -3,14 +3,18 @@
 // which runs the same models in PyTorch):
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
-//              [--float-gemm onednn|eigen] [--cuda-graph] [--profile DIR] [WORKLOAD ...]
+//              [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both]
+//              [--checkpoint-activations] [--profile DIR] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
 //   lstm-sentiment  Embedding(20000,128) → LSTM(128→256) → last → Linear     64 × 256
 //   lstm-2x512      Embedding(20000,512) → 2-layer LSTM(512→512) → last → Linear  64 × 100
 //   transformer-small Embedding(20000,256) + positions → 2 post-norm encoder layers (d 256, 4 heads, ff 1024) → mean → Linear  32 × 128
+//   transformer-1k  the Transformer example's model (examples/transformer_classification_model.h:
+//                   d 64, 4 heads, ff 128, 2 pre-norm layers, dropout 0.1) at sequence 1,024  8 × 1024
 //   lstm-sentiment-ddp  lstm-sentiment per rank, under DistributedDataParallel (run by loomrun; not in "all")
+// (transformer-1k, too, runs only when named.)
 //
 // One step = zero_grad, forward, loss, backward, Adam(lr=1e-3) step on one fixed random
 // batch; ms_per_step is the median of the measured steps after two warm-up steps.
@@ -31,6 +35,13 @@
 // --cuda-graph replays each step as a CUDA graph (train::GraphedStep: captured on the second
 // warm-up step); "cuda_graph" in the JSON line says whether the measured steps were replays
 // (false where capture was refused: the reason goes to stderr).
+// --deterministic on runs every workload under loom::use_deterministic_algorithms(true) (Note
+// [deterministic algorithms]); both runs each workload twice in a row, off then on, in one
+// process: the mode's cost measured on the same binary, side by side. "deterministic" in the
+// JSON line says which.
+// --checkpoint-activations builds the Transformer workloads' encoders with checkpoint_layers
+// (each layer's activations recomputed in backward, loom::checkpoint): against a run without,
+// peak_mem_bytes shows the memory saved, ms_per_step the recomputation's cost.
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
 // --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
@@ -184,15 +195,23 @@ struct LSTMClassifier : nn::Module {
   nn::Linear fc;
 };
 
+// --checkpoint-activations: the Transformer workloads recompute each layer in backward.
+bool checkpoint_activations = false;
+
 struct TransformerClassifier : nn::Module {
-  TransformerClassifier(int64_t seq = 128, int64_t d = 256)
+  // The defaults: transformer-small's post-norm encoder.
+  TransformerClassifier(int64_t seq = 128, int64_t d = 256, int64_t ff = 1024, double dropout = 0.0,
+                        bool norm_first = false)
       : emb(register_module("emb", nn::Embedding(20000, d))),
         pos(register_parameter("pos", randn({seq, d}) * 0.02)),
-        enc(register_module("enc", nn::TransformerEncoder(nn::TransformerEncoderLayerOptions(d, 4)
-                                                              .dim_feedforward(1024)
-                                                              .dropout(0.0)
-                                                              .batch_first(true),
-                                                          2))),
+        enc(register_module("enc", nn::TransformerEncoder(nn::TransformerEncoderOptions(
+                                                              nn::TransformerEncoderLayerOptions(d, 4)
+                                                                  .dim_feedforward(ff)
+                                                                  .dropout(dropout)
+                                                                  .batch_first(true)
+                                                                  .norm_first(norm_first),
+                                                              2)
+                                                              .checkpoint_layers(checkpoint_activations)))),
         fc(register_module("fc", nn::Linear(d, 2))) {}
   Tensor forward(const Tensor& tokens) { return fc(enc(emb(tokens) + pos).mean(1)); }  // (B, T) -> (B, 2)
   nn::Embedding emb;
@@ -225,6 +244,7 @@ struct Workload {
   int default_steps;  // as torch_workloads.py
   std::function<Task(Device)> make;
   bool data_parallel = false;  // one rank of a loomrun job: batch and seq are per rank
+  bool in_all = true;          // run when no workload is named
 };
 
 // lstm-sentiment-ddp: lstm-sentiment as one rank of DistributedDataParallel (gloo), under
@@ -263,7 +283,13 @@ const std::vector<Workload>& workloads() {
        }},
       {"transformer-small", 32, 128, 10,
        [](Device device) { return classifier(std::make_shared<TransformerClassifier>(), 20000, 32, 128, device); }},
-      {"lstm-sentiment-ddp", 64, 256, 5, data_parallel_classifier, /*data_parallel=*/true},
+      {"transformer-1k", 8, 1024, 3,
+       [](Device device) {
+         return classifier(std::make_shared<TransformerClassifier>(1024, 64, 128, 0.1, /*norm_first=*/true), 20000, 8,
+                           1024, device);
+       },
+       /*data_parallel=*/false, /*in_all=*/false},
+      {"lstm-sentiment-ddp", 64, 256, 5, data_parallel_classifier, /*data_parallel=*/true, /*in_all=*/false},
   };
   return all;
 }
@@ -305,6 +331,7 @@ struct RunOptions {
   std::string amp;          // "", "bf16" or "fp16"
   bool cuda_graph = false;  // --cuda-graph
   std::string profile_dir;  // --profile DIR; empty: not profiled
+  std::vector<bool> deterministic{false};  // --deterministic: the modes each workload runs under
 };
 
 void run(const Workload& w, Device device, const RunOptions& options) {
@@ -366,13 +393,15 @@ void run(const Workload& w, Device device, const RunOptions& options) {
   }
   std::printf(
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
-      "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.5f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
-      "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s}\n",
+      "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.9f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
+      "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s,\"deterministic\":%s,"
+      "\"checkpoint_activations\":%s}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()),
-      step.last_replayed() ? "true" : "false");
+      step.last_replayed() ? "true" : "false", are_deterministic_algorithms_enabled() ? "true" : "false",
+      checkpoint_activations ? "true" : "false");
   std::fflush(stdout);
 }
 
@@ -400,7 +429,8 @@ std::string error_kind(const Error& e) {
 [[noreturn]] void usage(const char* argv0, const std::string& problem) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
-               "       [--float-gemm onednn|eigen] [--cuda-graph] [--profile DIR] [WORKLOAD ...]\n"
+               "       [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both] [--checkpoint-activations]\n"
+               "       [--profile DIR] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -436,6 +466,12 @@ int main(int argc, char** argv) {
         usage(argv[0], "--amp expects bf16 or fp16, got '" + options.amp + "'");
     } else if (arg == "--flush-denormal") {
       options.flush_denormal = true;
+    } else if (arg == "--deterministic" && has_value) {
+      const std::string m = argv[++i];
+      if (m != "off" && m != "on" && m != "both") usage(argv[0], "--deterministic expects off, on or both, got '" + m + "'");
+      options.deterministic = m == "both" ? std::vector<bool>{false, true} : std::vector<bool>{m == "on"};
+    } else if (arg == "--checkpoint-activations") {
+      checkpoint_activations = true;
     } else if (arg == "--cuda-graph") {
       options.cuda_graph = true;
     } else if (arg == "--float-gemm" && has_value) {
@@ -454,7 +490,7 @@ int main(int argc, char** argv) {
   }
   if (selected.empty())
     for (const Workload& w : workloads())
-      if (!w.data_parallel) selected.push_back(&w);  // the DDP one runs under loomrun, by name
+      if (w.in_all) selected.push_back(&w);  // the DDP one runs under loomrun, transformer-1k by name
 
   try {
     const Device device(device_name);
@@ -463,7 +499,12 @@ int main(int argc, char** argv) {
                ": Loom was built without CUDA support (configure with -DLOOM_ENABLE_CUDA=ON or the 'cuda' preset)");
     if (threads > 0) set_num_threads(threads);
     if (options.flush_denormal) flush_denormals();
-    for (const Workload* w : selected) run(*w, device, options);
+    for (const Workload* w : selected) {
+      for (bool mode : options.deterministic) {
+        use_deterministic_algorithms(mode);
+        run(*w, device, options);
+      }
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "loom-bench: %s: %s\n", error_kind(e).c_str(), e.what());
     return 1;

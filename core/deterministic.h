@@ -8,12 +8,17 @@
 // gather and index_select add floats one thread per output position in index order instead
 // of with atomics (kernels/support/scatter_add_rule.h); scaled-dot-product attention whose backward
 // will run takes the MATH tier, not the fused ones whose backward adds dq with atomics
-// (kernels::attention_refusal). On the CPU, the float GEMM splits its output into blocks of
-// a fixed size instead of one per thread (kernels/cpu/matmul.cpp: the GEMM's own blocking,
-// so its order over K, follows the block's size), so one and two threads give the same
-// bits; the reductions and the fused norm already fix their order by the data (Note
-// [reduction layout], Note [fixed-order norm]). Not covered yet: cuBLAS's and cuDNN's own
-// settings (workspace, algorithm choice) and the bfloat16 GEMM's row split.
+// (kernels::attention_refusal). On the CPU, every split whose size changes the order of a
+// sum takes a fixed size instead of one from the thread count, so one and two threads give
+// the same bits: the float GEMM's blocks of C (kernels/cpu/matmul.cpp: the GEMM's own blocking,
+// so its order over K, follows the block's size), the bfloat16 GEMM's slices of rows, the
+// recurrent layers' sweeps over slices of the batch and the GEMMs around them
+// (kernels/cpu/rnn.cpp), and the number of runs fused attention's backward splits the keys
+// into (kernels/cpu/attention.cpp); the reductions, softmax, layer norm's backward, the
+// indexed adds and the fused norm already fix their order by the data (Note [reduction
+// layout], Note [indexed loops], Note [fixed-order norm]). The examples' CTests
+// example_*_deterministic check whole training runs (docs/reproducibility.md). Not covered
+// yet: cuBLAS's and cuDNN's own settings (workspace, algorithm choice).
 #pragma once
 
 namespace loom {

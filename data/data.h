@@ -11,5 +11,6 @@
 #include "data/text_dataset.h"
 #include "data/text_readers.h"
 #include "data/timeseries.h"
+#include "data/worker_info.h"
 #include "data/tokenizer.h"
 #include "data/vocab.h"

@@ -17,7 +17,9 @@
 // batch it broke (with the original exception inside); the worker pool of an epoch is
 // stopped when the epoch ends, when the next one starts, or when the loader goes away.
 // Workers are threads, not processes: the dataset's get and the collate function must be
-// safe to call concurrently (pure functions of their inputs are).
+// safe to call concurrently (pure functions of their inputs are). Batch k goes to worker
+// k % N, and each worker draws random numbers from its own generator, seeded as PyTorch
+// seeds its workers (Note [worker seeds], data/worker_info.h).
 #pragma once
 
 #include <chrono>
@@ -45,6 +47,7 @@
 #include "core/parallel.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
+#include "data/worker_info.h"
 
 namespace loom::data {
 
@@ -64,12 +67,17 @@ struct DataLoaderOptions {
   // Seconds to wait for a worker's batch before throwing TimeoutError; 0 waits forever.
   // Only meaningful with workers (as in PyTorch, ignored when num_workers is 0).
   DataLoaderOptions& timeout(double seconds) { timeout_s_ = seconds; return *this; }
+  // Called on each worker's thread as it starts, with its id, after its generator is seeded
+  // (get_worker_info() says the rest), as PyTorch's worker_init_fn. Its exception fails the
+  // worker's batches.
+  DataLoaderOptions& worker_init_fn(std::function<void(size_t)> f) { worker_init_fn_ = std::move(f); return *this; }
 
   size_t batch_size_;
   bool shuffle_ = false, drop_last_ = false, pin_memory_ = false;
   uint64_t seed_ = 0;
   size_t num_workers_ = 0, prefetch_factor_ = 2;
   double timeout_s_ = 0;
+  std::function<void(size_t)> worker_init_fn_;
 };
 
 // A worker failed to load a batch. what() names the worker, the batch and the original
@@ -110,11 +118,16 @@ class EpochRun {
  public:
   using Load = std::function<Batch(const std::vector<size_t>&)>;
 
-  EpochRun(Batches batches, Load load, size_t num_workers, size_t prefetch_factor, double timeout_s)
+  // base_seed: the pass's (Note [worker seeds]); init: the worker_init_fn, or empty.
+  EpochRun(Batches batches, Load load, size_t num_workers, size_t prefetch_factor, double timeout_s,
+           uint64_t base_seed, std::function<void(size_t)> init)
       : state_(std::make_shared<State>()), timeout_s_(timeout_s) {
     state_->batches = std::move(batches);
     state_->load = std::move(load);
     state_->window = std::max<size_t>(1, num_workers * prefetch_factor);
+    state_->workers = num_workers;
+    state_->base_seed = base_seed;
+    state_->init = std::move(init);
     for (size_t w = 0; w < num_workers; ++w)
       workers_.emplace_back([state = state_, w] { work(*state, w); });
   }
@@ -174,29 +187,37 @@ class EpochRun {
     size_t window = 1;
     std::mutex mutex;
     std::condition_variable ready, space;  // consumer waits on ready, workers on space
-    size_t next = 0, consumed = 0;
+    size_t workers = 0, consumed = 0;
+    uint64_t base_seed = 0;
+    std::function<void(size_t)> init;
     bool stop = false;
     std::map<size_t, std::variant<Batch, Failure>> results;  // the reorder buffer
   };
 
+  // Worker `worker` loads batches worker, worker + N, ... in order (Note [worker seeds]).
   static void work(State& s, size_t worker) {
     SerialThreadGuard serial;  // the workers are the parallelism; kernels stay serial
     profiler::set_thread_name("DataLoader worker " + std::to_string(worker));
-    for (;;) {
-      size_t k;
+    const WorkerScope scope(worker, s.workers, s.base_seed);
+    std::exception_ptr init_error;  // fails each of this worker's batches
+    try {
+      if (s.init) s.init(worker);
+    } catch (...) {
+      init_error = std::current_exception();
+    }
+    for (size_t k = worker;; k += s.workers) {
       {
         std::unique_lock<std::mutex> lock(s.mutex);
-        s.space.wait(lock, [&] {
-          return s.stop || s.next >= s.batches.size() || s.next < s.consumed + s.window;
-        });
-        if (s.stop || s.next >= s.batches.size()) return;
-        k = s.next++;
+        s.space.wait(lock, [&] { return s.stop || k >= s.batches.size() || k < s.consumed + s.window; });
+        if (s.stop || k >= s.batches.size()) return;
       }
-      std::variant<Batch, Failure> result = Failure{worker, nullptr};
-      try {
-        result = s.load(s.batches[k]);
-      } catch (...) {
-        result = Failure{worker, std::current_exception()};
+      std::variant<Batch, Failure> result = Failure{worker, init_error};
+      if (!init_error) {
+        try {
+          result = s.load(s.batches[k]);
+        } catch (...) {
+          result = Failure{worker, std::current_exception()};
+        }
       }
       {
         std::lock_guard<std::mutex> lock(s.mutex);
@@ -314,12 +335,13 @@ class DataLoader {
   // Starts the next epoch (stopping any earlier pass that is still loading).
   Iterator begin() {
     run_.reset();
+    const uint64_t base_seed = detail::draw_base_seed();  // with or without workers, as PyTorch
     Batches batches = batch_sampler_->batches(epoch_++);
     batches.erase(batches.begin(), batches.begin() + int64_t(std::min(start_batch_, batches.size())));
     start_batch_ = 0;
     run_ = std::make_unique<detail::EpochRun<Example, Batch>>(
-        std::move(batches), loader_function(), options_.num_workers_,
-        options_.prefetch_factor_, options_.timeout_s_);
+        std::move(batches), loader_function(), options_.num_workers_, options_.prefetch_factor_,
+        options_.timeout_s_, base_seed, options_.worker_init_fn_);
     return Iterator(run_.get());
   }
   std::default_sentinel_t end() const { return {}; }

@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
-#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +25,7 @@
 #include "distributed/data_parallel.h"
 #include "distributed/distributed.h"
 #include "loom.h"
-#include "train/tensorboard/crc32c.h"
+#include "weights_crc32c.h"
 
 namespace examples {
 
@@ -79,16 +78,5 @@ struct DistributedOption {
     if (enabled) loom::distributed::barrier()->wait();
   }
 };
-
-// CRC-32C of every parameter's and buffer's bytes, in state_dict order: ranks (and hosts)
-// that end with this equal hold bitwise equal models.
-inline uint32_t weights_crc32c(const loom::nn::Module& model) {
-  uint32_t crc = 0;
-  for (const auto& [name, t] : model.state_dict()) {
-    loom::Tensor c = t.to(loom::kCPU).contiguous();
-    crc = loom::train::crc32c(std::string_view(static_cast<const char*>(c.data()), c.nbytes()), crc);
-  }
-  return crc;
-}
 
 }  // namespace examples

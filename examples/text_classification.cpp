@@ -244,6 +244,7 @@ int main(int argc, char** argv) {
     summary.set("weights_crc32c", examples::weights_crc32c(*model));  // equal on every rank
     summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
+    examples::print_weights_crc32c(*model);
     std::ofstream(out_dir + "/text_classification_summary.json") << summary.to_json() << "\n";
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
     if (distributed.is_main())

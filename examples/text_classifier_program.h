@@ -21,6 +21,7 @@
 #include "profile_option.h"
 #include "text_task.h"
 #include "training_loop.h"
+#include "weights_crc32c.h"
 
 namespace examples {
 
@@ -142,8 +143,10 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
 
     train::write_training_curves(out_dir + "/" + p.name, log);
     summary.set("test_accuracy", test.accuracy);
+    summary.set("weights_crc32c", weights_crc32c(*model));
     summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
+    print_weights_crc32c(*model);
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
     onnx_option.export_model<2>(model, example_texts(int64_t(task.vocab.size()), device), {"tokens", "lengths"});
     if (smoke_test && !loss_fell(log)) return 1;

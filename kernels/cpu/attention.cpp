@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/deterministic.h"
 #include "core/factories.h"
 #include "core/parallel.h"
 #include "kernels/attention/attention_dropout.h"
@@ -433,6 +434,10 @@ Tensor float_output(const Tensor& t) { return is_16bit(t.dtype()) ? empty(t.size
 // The threads a parallel_for started here gets.
 int64_t threads_here() { return in_parallel_region() ? 1 : get_num_threads(); }
 
+// The threads the backward's split of keys into runs assumes in deterministic mode, whatever
+// the count (Note [deterministic algorithms] in core/deterministic.h).
+constexpr int64_t kDeterministicThreads = 8;
+
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& bias, bool causal, double scale, const AttentionDropout& dropout) {
   const int64_t N = attention_matrices(q), L = q.size(-2);
@@ -472,8 +477,10 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   if (N > 0 && L > 0 && S > 0) {
     dispatch_attention(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T, typename In>() {
       const Operands<T, In> o = operands<T, In>(q, k, v, bias_t, causal, scale, dropout);
-      // Runs per n: enough tasks for two per thread, at most one per key tile.
-      const int64_t runs = std::clamp<int64_t>((2 * threads_here() + N - 1) / N, 1, (S + kKeys - 1) / kKeys);
+      // Runs per n: enough tasks for two per thread, at most one per key tile. The runs' dq
+      // are added after, so in deterministic mode their count follows a fixed thread count.
+      const int64_t threads = are_deterministic_algorithms_enabled() ? kDeterministicThreads : threads_here();
+      const int64_t runs = std::clamp<int64_t>((2 * threads + N - 1) / N, 1, (S + kKeys - 1) / kKeys);
       std::vector<T> dq_runs(size_t((runs - 1) * N * L * E), T(0));  // ((runs - 1), N, L, E)
       const Grads<T, In> g{static_cast<T*>(dq_t.data()),
                            static_cast<T*>(dk_t.data()),

@@ -25,6 +25,13 @@
 
 namespace loom::kernels::cpu {
 
+// Rows (or columns) of C per block of a GEMM split across threads in deterministic mode:
+// fixed, not from the thread count, since the GEMM's own blocking (so the order of its sums
+// over K) follows the block's size (Note [deterministic algorithms] in core/deterministic.h).
+// 512: each block packs all of the other operand, so smaller blocks cost more packing (256
+// made transformer-small's step 8-10% slower than without the mode, 512 1-3%).
+constexpr int64_t kDeterministicGemmBlock = 512;
+
 // A matrix of `rows` x `cols` elements: element (i, j) is at data[i * ld + j] (row-major)
 // or data[i + j * ld] (col_major). ld >= the inner extent (cols, or rows when col_major).
 struct MatrixRef {

@@ -121,11 +121,6 @@ void for_each_item(int64_t batch, int64_t work, Fn&& item) {
   }
 }
 
-// Rows (or columns) of a block in deterministic mode: fixed, not from the thread count, since
-// the GEMM's own blocking (so the order of its sums over K) follows the block's size (Note
-// [deterministic algorithms] in core/deterministic.h).
-constexpr int64_t kDeterministicGemmBlock = 256;
-
 void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t element_size) {
   const bool split_rows = g.M >= g.N;
   const int64_t extent = split_rows ? g.M : g.N;
@@ -264,6 +259,13 @@ void bmm_bf16(const Tensor& out, const Tensor& a_in, const Tensor& b_in, double 
     pack_bf16_b(operand(b, pb, i), K, N, packed);
     const Bf16Operand ai = operand(a, pa, i);
     BFloat16* oi = po + i * M * N;
+    if (are_deterministic_algorithms_enabled()) {
+      // Fixed slices of rows, whatever the threads (Note [deterministic algorithms]).
+      parallel_for(0, (M + kBf16RowSlice - 1) / kBf16RowSlice, 1, [&](int64_t i0, int64_t i1) {
+        bf16_rows(ai, packed, oi, i0 * kBf16RowSlice, std::min(M, i1 * kBf16RowSlice), beta != 0);
+      });
+      return;
+    }
     const int64_t block = on_threads ? gemm_thread_block(M * N * K, M) : 0;
     if (block == 0) return bf16_rows(ai, packed, oi, 0, M, beta != 0);
     parallel_for(0, M, block, [&](int64_t r0, int64_t r1) { bf16_rows(ai, packed, oi, r0, r1, beta != 0); });

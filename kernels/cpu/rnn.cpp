@@ -24,9 +24,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/deterministic.h"
 #include "core/factories.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/denormals.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/vector_math.h"
@@ -39,13 +41,30 @@ namespace {
 
 using rnn_rules::mm;
 
-// fn(r0, r1) on each thread's block of the rows [0, M), under flush-to-zero (Note [denormals
-// in recurrent backward]): the float32 GEMMs, the bfloat16 GEMM's float32 fallback among
-// them, do not flush denormals themselves.
+// Rows of a sweep's slice of the batch in deterministic mode (the GEMMs around the sweep take
+// cpu::kDeterministicGemmBlock): fixed, not one slice per thread, so that every product
+// multiplies the same rows, in the same order over K, at any thread count (Note
+// [deterministic algorithms], core/deterministic.h). 16: a batch of 32 on two threads
+// splits as it would anyway.
+constexpr int64_t kDeterministicSweepRows = 16;
+
+// fn(r0, r1) on each block of `rows` rows of [0, M), the blocks spread over the threads.
+template <typename Fn>
+void for_row_blocks(int64_t M, int64_t rows, Fn&& fn) {
+  parallel_for(0, (M + rows - 1) / rows, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) fn(i * rows, std::min(M, (i + 1) * rows));
+  });
+}
+
+// fn(r0, r1) on each thread's block of the rows [0, M) (fixed blocks in deterministic mode),
+// under flush-to-zero (Note [denormals in recurrent backward]): the float32 GEMMs, the
+// bfloat16 GEMM's float32 fallback among them, do not flush denormals themselves.
 template <typename Fn>
 void on_row_blocks(int64_t M, Fn&& fn) {
   const int64_t n = get_num_threads();
-  parallel_for(0, M, std::max<int64_t>(1, (M + n - 1) / n), [&](int64_t r0, int64_t r1) {
+  const int64_t rows = are_deterministic_algorithms_enabled() ? cpu::kDeterministicGemmBlock
+                                                              : std::max<int64_t>(1, (M + n - 1) / n);
+  for_row_blocks(M, rows, [&](int64_t r0, int64_t r1) {
     const cpu::FlushDenormalsGuard ftz;
     fn(r0, r1);
   });
@@ -148,10 +167,12 @@ struct VectorActivations {
   }
 };
 
-// Rows per thread when the batch is split evenly across the threads; the whole batch
-// (one thread) when the sweep is too small to pay for a parallel region.
+// Rows per thread when the batch is split evenly across the threads (a fixed count in
+// deterministic mode); the whole batch (one thread) when the sweep is too small to pay for a
+// parallel region.
 int64_t rows_per_thread(int64_t B, int64_t work_per_row) {
   if (B * work_per_row < kParallelGrain) return B;
+  if (are_deterministic_algorithms_enabled()) return kDeterministicSweepRows;
   const int64_t n = get_num_threads();
   return std::max<int64_t>(1, (B + n - 1) / n);
 }
@@ -183,7 +204,7 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d, Gemms gemms
 
   // Batch rows never interact, so each thread runs the whole time loop for its own slice
   // of rows: no synchronisation per step, and each step's GEMM stays on its thread.
-  parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
+  for_row_blocks(B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
     const cpu::FlushDenormalsGuard ftz;  // Note [denormals in recurrent backward]
     const int64_t nb = b1 - b0;
     Tensor gh = gru ? empty({nb, GH}, opt) : Tensor();  // (nb, G·H) W_hh h + b_hh
@@ -247,7 +268,7 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   const cpu::PackedBf16B& w_hh_packed = bf16 ? pack_bf16(in.w_hh, reused) : reused;  // read by every worker
 
   // As in forward, each thread sweeps the whole sequence for its slice of rows.
-  parallel_for(0, B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
+  for_row_blocks(B, rows_per_thread(B, T * GH * H), [&](int64_t b0, int64_t b1) {
     const cpu::FlushDenormalsGuard ftz;  // Note [denormals in recurrent backward]
     const int64_t nb = b1 - b0;
     Tensor dh_rec = empty({nb, H}, opt);  // (nb, H) dGh[t] · W_hh
