@@ -292,11 +292,17 @@ class DataLoader {
   // The next pass (begin()) starts at batch k of its epoch's order, the first k neither
   // loaded nor yielded: a run resumed mid-epoch goes on with the batches it had not seen
   // (torchdata's StatefulDataLoader counts the same). Once: the pass after starts at 0.
-  void set_start_batch(size_t k) {
+  // base_seed: the interrupted pass's (base_seed() then), which the resumed one takes
+  // instead of drawing a new one, so the main generator — restored from the same
+  // checkpoint, after that draw — goes on exactly as in a run never interrupted.
+  void set_start_batch(size_t k, std::optional<uint64_t> base_seed = std::nullopt) {
     LOOM_CHECK(k <= size(), ValueError, "DataLoader.set_start_batch: batch ", k, " of an epoch of ", size(),
                " batches");
     start_batch_ = k;
+    resumed_base_seed_ = base_seed;
   }
+  // The base seed of the pass begun last (Note [worker seeds]); 0 before the first.
+  uint64_t base_seed() const { return base_seed_; }
 
   class Iterator {
    public:
@@ -335,13 +341,15 @@ class DataLoader {
   // Starts the next epoch (stopping any earlier pass that is still loading).
   Iterator begin() {
     run_.reset();
-    const uint64_t base_seed = detail::draw_base_seed();  // with or without workers, as PyTorch
+    // Drawn with or without workers, as PyTorch does; a resumed pass takes its old one.
+    base_seed_ = resumed_base_seed_ ? *resumed_base_seed_ : detail::draw_base_seed();
     Batches batches = batch_sampler_->batches(epoch_++);
     batches.erase(batches.begin(), batches.begin() + int64_t(std::min(start_batch_, batches.size())));
     start_batch_ = 0;
+    resumed_base_seed_.reset();
     run_ = std::make_unique<detail::EpochRun<Example, Batch>>(
         std::move(batches), loader_function(), options_.num_workers_, options_.prefetch_factor_,
-        options_.timeout_s_, base_seed, options_.worker_init_fn_);
+        options_.timeout_s_, base_seed_, options_.worker_init_fn_);
     return Iterator(run_.get());
   }
   std::default_sentinel_t end() const { return {}; }
@@ -372,6 +380,8 @@ class DataLoader {
   DataLoaderOptions options_;
   uint64_t epoch_ = 0;
   size_t start_batch_ = 0;
+  std::optional<uint64_t> resumed_base_seed_;  // set_start_batch's, for the next pass only
+  uint64_t base_seed_ = 0;
   std::unique_ptr<detail::EpochRun<Example, Batch>> run_;
 };
 

@@ -78,6 +78,7 @@ inline void put_position(loom::optim::StateDict& extra, const EpochPosition& p) 
   extra["position.batches"] = loom::scalar_tensor(int64_t(p.batches), loom::kInt64);
   extra["position.sums"] = loom::from_vector(p.totals.sums);  // float64
   extra["position.seen"] = loom::scalar_tensor(p.totals.seen, loom::kFloat64);
+  extra["position.loader_seed"] = loom::scalar_tensor(int64_t(p.loader_seed), loom::kInt64);  // 63 bits
 }
 
 inline std::optional<EpochPosition> take_position(loom::optim::StateDict& extra, size_t batches_per_epoch,
@@ -90,13 +91,16 @@ inline std::optional<EpochPosition> take_position(loom::optim::StateDict& extra,
     extra.erase(key);
     return t;
   };
-  const loom::Tensor b = take("position.batches"), s = take("position.sums"), w = take("position.seen");
-  if (!b.defined() && !s.defined() && !w.defined()) return std::nullopt;  // written at an epoch's end
+  const loom::Tensor b = take("position.batches"), s = take("position.sums"), w = take("position.seen"),
+                     seed = take("position.loader_seed");
+  if (!b.defined() && !s.defined() && !w.defined() && !seed.defined()) return std::nullopt;  // at an epoch's end
   const auto bad = [&](const std::string& why) {
     throw loom::SerializationError("resume: " + file + ": " + why);
   };
-  if (!b.defined() || !s.defined() || !w.defined())
-    bad("extra.position.batches, .sums and .seen come together; some are missing");
+  if (!b.defined() || !s.defined() || !w.defined() || !seed.defined())
+    bad("extra.position.batches, .sums, .seen and .loader_seed come together; some are missing");
+  if (seed.dim() != 0 || seed.dtype() != loom::kInt64 || seed.item<int64_t>() < 0)
+    bad("extra.position.loader_seed must be an int64 scalar >= 0 (a DataLoader pass's 63-bit base seed)");
   if (b.dim() != 0 || b.dtype() != loom::kInt64) bad("extra.position.batches is not an int64 scalar");
   const int64_t n = b.item<int64_t>();
   if (n < 0 || size_t(n) > batches_per_epoch)
@@ -106,7 +110,7 @@ inline std::optional<EpochPosition> take_position(loom::optim::StateDict& extra,
       w.dtype() != loom::kFloat64)
     bad("extra.position.sums must be float64 of shape (" + std::to_string(statistics) +
         ") and extra.position.seen a float64 scalar");
-  EpochPosition p{size_t(n), {s.to_vector<double>(), w.item<double>()}};
+  EpochPosition p{size_t(n), {s.to_vector<double>(), w.item<double>()}, uint64_t(seed.item<int64_t>())};
   if (!(p.totals.seen >= 0)) bad("extra.position.seen must be a count >= 0");
   return p;
 }

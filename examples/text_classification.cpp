@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
       }
     }
     train_loader.set_epoch(start_epoch);  // the shuffle order of the epoch we resume at
-    if (position) train_loader.set_start_batch(position->batches);  // and the batches it had not seen
+    if (position) train_loader.set_start_batch(position->batches, position->loader_seed);  // and the batches it had not seen
     if (distributed.enabled) ddp.emplace(model);
 
     train::MetricsLog log(out_dir, "text_classification");
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
         return examples::save_stopped(loop, distributed, preemption, path, [&](const examples::EpochPosition& at) {
           task.vocab.save(examples::vocab_beside(path));  // first: a checkpoint on disk means both are there
           const optim::Checkpoint c = training_checkpoint(loop.steps(), epoch);  // the stopper's state into extra
-          examples::put_position(stopper_state, at);                              // and the epoch's position
+          examples::put_position(stopper_state, {at.batches, at.totals, train_loader.base_seed()});  // the epoch's position
           optim::save_checkpoint(path, c);
         });
       }

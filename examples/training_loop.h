@@ -53,6 +53,7 @@ struct EpochTotals {
 struct EpochPosition {
   size_t batches = 0;
   EpochTotals totals;
+  uint64_t loader_seed = 0;  // the DataLoader pass's base seed, which the resumed pass takes again
 };
 
 struct TrainingParts {
