@@ -1,6 +1,35 @@
 #include "distributed/c10d_protocol.h"
 
+#include "distributed/error.h"
+
 namespace loom::distributed::c10d {
+
+namespace {
+constexpr uint8_t kLegacyDeleteKey = 8;  // 1.13's WATCH_KEY (7), which Loom does not serve, is before it
+}
+
+const char* name(Dialect d) { return d == Dialect::TORCH2 ? "PyTorch 2.x" : "PyTorch 1.13"; }
+
+uint8_t wire(Query q, Dialect d) {
+  if (d == Dialect::TORCH2) return uint8_t(q);
+  if (q >= Query::SET && q <= Query::GETNUMKEYS) return uint8_t(q) - 1;
+  if (q == Query::DELETE_KEY) return kLegacyDeleteKey;
+  throw DistributedError("c10d: PyTorch 1.13's TCPStore protocol has no query " + std::to_string(int(q)) +
+                         " (2.x numbering)");
+}
+
+bool from_wire(uint8_t byte, Dialect d, Query& q) {
+  if (d == Dialect::TORCH2) {
+    q = Query(byte);
+    return byte <= uint8_t(Query::PING);
+  }
+  if (byte <= wire(Query::GETNUMKEYS, d)) {
+    q = Query(byte + 1);
+    return true;
+  }
+  q = Query::DELETE_KEY;
+  return byte == kLegacyDeleteKey;
+}
 
 Writer& Writer::raw(const void* p, size_t n) {
   auto* c = static_cast<const char*>(p);

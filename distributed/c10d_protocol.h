@@ -26,8 +26,23 @@
 //
 // A WAIT that times out on the client is cancelled with CANCEL_WAIT. PyTorch's client puts
 // "/" before every key (its keyPrefix_), and so does Loom's (TCPStore::wire_key): a key set
-// by one is the same key to the other. PyTorch 1.x spoke an older dialect (no VALIDATE, the
-// queries numbered from SET = 0); Loom does not speak it.
+// by one is the same key to the other.
+//
+// Note [c10d dialects]
+// PyTorch 1.13 (Debian's python3-torch) speaks an older dialect of the same format: no
+// VALIDATE, PING, APPEND, MULTI_GET, MULTI_SET or CANCEL_WAIT, and the queries numbered
+// SET 0, COMPARE_SET 1, GET 2, ADD 3, CHECK 4, WAIT 5, GETNUMKEYS 6, (WATCH_KEY 7,) DELETE_KEY 8
+// (2.x: VALIDATE 0, SET 1 ... GETNUMKEYS 7, DELETE_KEY 8); the fields and answers are the
+// same. A 1.13 client's WAIT that times out leaves its answer pending: the stream is out of
+// step, so Loom's client reconnects instead (there is no CANCEL_WAIT).
+//   - Loom's client learns the server's dialect as it connects (TCPStore::connect): it sends
+//     VALIDATE and PING; a 2.x server echoes the nonce, a 1.13 server reads a SET whose key
+//     length (the magic and the nonce's low bytes: the nonce's third byte has its top bit
+//     set) is past any vector's max_size and resets the connection at once. The client then
+//     reconnects and speaks 1.13, confirmed by a GETNUMKEYS answer.
+//   - Loom's server tells them apart by the first bytes: a 2.x client's are VALIDATE and the
+//     magic; a 1.13 client's are any other query, or a SET whose key length (at most
+//     kMaxKeyBytes) cannot begin with the magic.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +57,14 @@ enum class Query : uint8_t {
   VALIDATE, SET, COMPARE_SET, GET, ADD, CHECK, WAIT, GETNUMKEYS, DELETE_KEY, APPEND, MULTI_GET,
   MULTI_SET, CANCEL_WAIT, PING,
 };
+// Which dialect a connection speaks (Note [c10d dialects]).
+enum class Dialect : uint8_t { TORCH2, TORCH1_13 };
+const char* name(Dialect d);  // "PyTorch 2.x", "PyTorch 1.13"
+// A query's byte in dialect d; DistributedError when d has no such query.
+uint8_t wire(Query q, Dialect d);
+// The query a byte stands for in dialect d; false when it stands for none Loom serves.
+bool from_wire(uint8_t byte, Dialect d, Query& q);
+
 enum class CheckResponse : uint8_t { READY, NOT_READY };
 enum class WaitResponse : uint8_t { STOP_WAITING, WAIT_CANCELED };
 
@@ -54,7 +77,7 @@ constexpr uint64_t kMaxKeys = 1 << 20;
 // One message's bytes, built field by field, sent whole.
 class Writer {
  public:
-  explicit Writer(Query q) { u8(uint8_t(q)); }
+  explicit Writer(Query q, Dialect d = Dialect::TORCH2) { u8(wire(q, d)); }
   Writer() = default;
   Writer& u8(uint8_t v) { return raw(&v, 1); }
   Writer& u32(uint32_t v) { return raw(&v, sizeof v); }

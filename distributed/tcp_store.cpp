@@ -22,9 +22,10 @@ namespace {
 
 // How long past a request's own timeout a client waits for the server's answer.
 constexpr milliseconds kReplyGrace = std::chrono::seconds(5);
-// How long the server may take to answer the PING after VALIDATE (a server of another
+// How long the server may take to answer a connection's first request (a server of another
 // protocol never does).
 constexpr milliseconds kPingLimit = std::chrono::seconds(10);
+constexpr uint32_t kNonceBit = 0x00800000;  // see TCPStore::hello
 
 std::string quoted(const std::vector<std::string>& keys) {
   std::string out;
@@ -53,29 +54,21 @@ TCPStore::~TCPStore() {
   server_.reset();
 }
 
-// Connects, then VALIDATE and PING as PyTorch 2.x's client does; retries until the deadline
-// (the master may not listen yet, or close connections while it starts).
+// Connects and learns the server's dialect (Note [c10d dialects]): VALIDATE and PING as
+// PyTorch 2.x's client does; a connection closed at once is a PyTorch 1.13 server (or one
+// still starting): a second connection asks GETNUMKEYS in 1.13's dialect. Retries until
+// the deadline (the master may not listen yet, or close connections while it starts).
 void TCPStore::connect(Clock::time_point deadline) {
   // The master reaches its own server on the loopback address.
-  const std::string& connect_host = server_ ? std::string("127.0.0.1") : host_;
+  const std::string connect_host = server_ ? std::string("127.0.0.1") : host_;
   std::string why;
   for (;;) {
-    fd_ = net::try_connect(connect_host, port_, deadline, why);
-    if (fd_ >= 0) {
-      uint32_t nonce = uint32_t(::getpid()), echoed = 0;
-      Writer hello(Query::VALIDATE);
-      hello.u32(c10d::kValidationMagic).u8(uint8_t(Query::PING)).u32(nonce);
-      auto ping_deadline = Clock::now() + std::min(timeout_, kPingLimit);
-      bool sent = hello.send(fd_);
-      if (sent && Reader(fd_, &ping_deadline).u32(echoed) && echoed == nonce) return;
-      bool silent = sent && Clock::now() >= ping_deadline;
-      ::close(fd_);
-      fd_ = -1;
-      if (silent || (sent && echoed != 0 && echoed != nonce)) {
-        throw DistributedError("TCPStore: the server at " + host_ + ":" + std::to_string(port_) +
-                               " does not answer c10d's VALIDATE and PING (within " +
-                               std::to_string(std::min(timeout_, kPingLimit).count()) +
-                               " ms): is it a PyTorch 2.x or Loom TCPStore? (PyTorch 1.x speaks an older protocol)");
+    for (c10d::Dialect d : {c10d::Dialect::TORCH2, c10d::Dialect::TORCH1_13}) {
+      fd_ = net::try_connect(connect_host, port_, deadline, why);
+      if (fd_ < 0) break;
+      if (hello(d)) {
+        dialect_ = d;
+        return;
       }
       why = "the connection closed during the handshake";
     }
@@ -86,6 +79,36 @@ void TCPStore::connect(Clock::time_point deadline) {
     }
     std::this_thread::sleep_for(std::min<milliseconds>(milliseconds(50), milliseconds(net::remaining_ms(deadline))));
   }
+}
+
+// Dialect d's first exchange on fd_: true when the server answers as d does; false, fd_
+// closed, when it closes the connection; DistributedError when it stays silent or answers
+// otherwise.
+bool TCPStore::hello(c10d::Dialect d) {
+  // A 1.13 server reads VALIDATE's bytes as a SET whose key length ends with the nonce's low
+  // three bytes: the top bit of the third makes it past max_size, so that server resets at
+  // once rather than allocate.
+  const uint32_t nonce = kNonceBit | (uint32_t(::getpid()) & 0xff00ffff);
+  const bool torch2 = d == c10d::Dialect::TORCH2;
+  Writer out(torch2 ? Query::VALIDATE : Query::GETNUMKEYS, d);
+  if (torch2) out.u32(c10d::kValidationMagic).u8(uint8_t(Query::PING)).u32(nonce);
+  auto limit = Clock::now() + std::min(timeout_, kPingLimit);
+  Reader in(fd_, &limit);
+  uint32_t echoed = 0;
+  int64_t keys = 0;
+  bool sent = out.send(fd_);
+  bool read = sent && (torch2 ? in.u32(echoed) : in.i64(keys));
+  if (read && (!torch2 || echoed == nonce)) return true;
+  bool silent = sent && !read && Clock::now() >= limit;
+  ::close(fd_);
+  fd_ = -1;
+  if (silent || read) {
+    throw DistributedError("TCPStore: the server at " + host_ + ":" + std::to_string(port_) + " does not answer " +
+                           (torch2 ? "c10d's VALIDATE and PING" : "PyTorch 1.13's GETNUMKEYS") +
+                           (read ? " as c10d's TCPStore does" : " within " + std::to_string(std::min(timeout_, kPingLimit).count()) + " ms") +
+                           ": is it a PyTorch (2.x or 1.13) or Loom TCPStore?");
+  }
+  return false;
 }
 
 void TCPStore::lost(const std::string& what) const {
@@ -100,13 +123,13 @@ void TCPStore::send(const std::vector<char>& bytes, const std::string& what) {
 
 void TCPStore::set(const std::string& key, const std::vector<char>& value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  send(Writer(Query::SET).bytes(wire_key(key)).bytes(value).data(), "SET '" + key + "'");
+  send(Writer(Query::SET, dialect_).bytes(wire_key(key)).bytes(value).data(), "SET '" + key + "'");
 }
 
 std::vector<char> TCPStore::get(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   wait_locked({key}, timeout_);
-  send(Writer(Query::GET).bytes(wire_key(key)).data(), "GET '" + key + "'");
+  send(Writer(Query::GET, dialect_).bytes(wire_key(key)).data(), "GET '" + key + "'");
   auto deadline = Clock::now() + kReplyGrace;
   std::vector<char> value;
   if (!Reader(fd_, &deadline).value(value)) lost("GET '" + key + "'");
@@ -115,7 +138,7 @@ std::vector<char> TCPStore::get(const std::string& key) {
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(mutex_);
-  send(Writer(Query::ADD).bytes(wire_key(key)).i64(delta).data(), "ADD '" + key + "'");
+  send(Writer(Query::ADD, dialect_).bytes(wire_key(key)).i64(delta).data(), "ADD '" + key + "'");
   auto deadline = Clock::now() + timeout_ + kReplyGrace;
   int64_t sum = 0;
   if (!Reader(fd_, &deadline).i64(sum)) lost("ADD '" + key + "'");
@@ -126,7 +149,7 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> wire;
   for (const std::string& k : keys) wire.push_back(wire_key(k));
-  send(Writer(Query::CHECK).keys(wire).data(), "CHECK " + quoted(keys));
+  send(Writer(Query::CHECK, dialect_).keys(wire).data(), "CHECK " + quoted(keys));
   auto deadline = Clock::now() + timeout_ + kReplyGrace;
   uint8_t answer = 0;
   if (!Reader(fd_, &deadline).u8(answer) || answer > 1) lost("CHECK " + quoted(keys));
@@ -136,7 +159,7 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
 std::vector<char> TCPStore::compare_set(const std::string& key, const std::vector<char>& expected,
                                         const std::vector<char>& desired) {
   std::lock_guard<std::mutex> lock(mutex_);
-  send(Writer(Query::COMPARE_SET).bytes(wire_key(key)).bytes(expected).bytes(desired).data(),
+  send(Writer(Query::COMPARE_SET, dialect_).bytes(wire_key(key)).bytes(expected).bytes(desired).data(),
        "COMPARE_SET '" + key + "'");
   auto deadline = Clock::now() + timeout_ + kReplyGrace;
   std::vector<char> now;
@@ -152,12 +175,13 @@ void TCPStore::wait(const std::vector<std::string>& keys, milliseconds timeout) 
 }
 
 // WAIT; past the timeout, CANCEL_WAIT (the server may have answered STOP_WAITING in the
-// meantime: then WAIT_CANCELED follows it), and an error naming the keys still missing.
+// meantime: then WAIT_CANCELED follows it) or, in 1.13's dialect, a new connection; then an
+// error naming the keys still missing.
 void TCPStore::wait_locked(const std::vector<std::string>& keys, milliseconds timeout) {
   std::vector<std::string> wire;
   for (const std::string& k : keys) wire.push_back(wire_key(k));
   const std::string what = "WAIT " + quoted(keys);
-  send(Writer(Query::WAIT).keys(wire).data(), what);
+  send(Writer(Query::WAIT, dialect_).keys(wire).data(), what);
   uint8_t answer = 0;
   auto grace = Clock::now() + timeout + kReplyGrace;
   Reader in(fd_, &grace);
@@ -165,17 +189,24 @@ void TCPStore::wait_locked(const std::vector<std::string>& keys, milliseconds ti
     if (!in.u8(answer) || answer != uint8_t(c10d::WaitResponse::STOP_WAITING)) lost(what);
     return;
   }
-  send(Writer(Query::CANCEL_WAIT).data(), "CANCEL_WAIT");
+  if (dialect_ == c10d::Dialect::TORCH2) {
+    send(Writer(Query::CANCEL_WAIT).data(), "CANCEL_WAIT");
+    grace = Clock::now() + kReplyGrace;
+    if (!in.u8(answer)) lost("CANCEL_WAIT");
+    if (answer == uint8_t(c10d::WaitResponse::STOP_WAITING) && !in.u8(answer)) lost("CANCEL_WAIT");
+    if (answer != uint8_t(c10d::WaitResponse::WAIT_CANCELED)) lost("CANCEL_WAIT");
+  } else {  // 1.13 has no CANCEL_WAIT: the WAIT's answer stays pending there, so a new connection
+    ::close(fd_);
+    fd_ = -1;
+    connect(Clock::now() + kReplyGrace);
+  }
   grace = Clock::now() + kReplyGrace;
-  if (!in.u8(answer)) lost("CANCEL_WAIT");
-  if (answer == uint8_t(c10d::WaitResponse::STOP_WAITING) && !in.u8(answer)) lost("CANCEL_WAIT");
-  if (answer != uint8_t(c10d::WaitResponse::WAIT_CANCELED)) lost("CANCEL_WAIT");
-
+  Reader fresh(fd_, &grace);
   std::vector<std::string> missing;
   for (size_t i = 0; i < keys.size(); ++i) {
     uint8_t ready = 0;
-    send(Writer(Query::CHECK).keys({wire[i]}).data(), "CHECK");
-    if (!in.u8(ready)) lost("CHECK");
+    send(Writer(Query::CHECK, dialect_).keys({wire[i]}).data(), "CHECK");
+    if (!fresh.u8(ready)) lost("CHECK");
     if (ready != uint8_t(c10d::CheckResponse::READY)) missing.push_back(keys[i]);
   }
   if (missing.empty()) return;  // they came while it cancelled

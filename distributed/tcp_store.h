@@ -16,7 +16,8 @@
 // never comes fails, it never hangs.
 //
 // The store speaks PyTorch's c10d TCPStore protocol (Note [c10d wire format],
-// distributed/c10d_protocol.h): a Loom rank can be a client of torchrun's agent store
+// distributed/c10d_protocol.h), in PyTorch 2.x's dialect or 1.13's, whichever the server
+// speaks (Note [c10d dialects]): a Loom rank can be a client of torchrun's agent store
 // (TORCHELASTIC_USE_AGENT_STORE=True) and a PyTorch process a client of Loom's.
 #pragma once
 
@@ -63,9 +64,12 @@ class TCPStore {
   int port() const { return port_; }
   bool is_master() const { return server_ != nullptr; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // The dialect the server speaks, learnt as this client connected.
+  c10d::Dialect dialect() const { return dialect_; }
 
  private:
   void connect(std::chrono::steady_clock::time_point deadline);
+  bool hello(c10d::Dialect d);
   void send(const std::vector<char>& bytes, const std::string& what);
   void wait_locked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   [[noreturn]] void lost(const std::string& what) const;
@@ -76,6 +80,7 @@ class TCPStore {
   std::string prefix_;
   std::unique_ptr<TCPStoreServer> server_;  // rank 0 only
   int fd_ = -1;                             // this client's connection to the server
+  c10d::Dialect dialect_ = c10d::Dialect::TORCH2;
   std::mutex mutex_;                        // one request at a time on fd_
 };
 

@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "distributed/c10d_protocol.h"
 #include "distributed/error.h"
 
@@ -27,6 +30,16 @@ bool parse_counter(const std::vector<char>& text, int64_t& value) {
     return used == text.size();
   } catch (const std::exception&) {
     return false;
+  }
+}
+
+// The first n bytes the client sent, left unread (MSG_PEEK); false on EOF or an error.
+bool peek(int fd, char* buf, size_t n) {
+  for (;;) {
+    ssize_t got = ::recv(fd, buf, n, MSG_PEEK | MSG_WAITALL);
+    if (got == ssize_t(n)) return true;
+    if (got == 0 || (got < 0 && errno != EINTR)) return false;
+    if (got > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the rest is on its way
   }
 }
 
@@ -72,27 +85,31 @@ void TCPStoreServer::accept_loop() {
   }
 }
 
-// A connection's first request must be VALIDATE with the magic number (PyTorch's libuv
-// server ignores anything else); a client of another protocol is dropped at once.
+// A 2.x client's first request is VALIDATE with the magic number; anything else is a
+// PyTorch 1.13 client (Note [c10d dialects]), served in its dialect. A byte that stands for
+// no query of the connection's dialect drops it.
 void TCPStoreServer::serve(int fd) {
-  uint8_t query = 0;
-  uint32_t magic = 0;
-  Reader in(fd);
-  if (!in.u8(query) || query != uint8_t(Query::VALIDATE) || !in.u32(magic) || magic != c10d::kValidationMagic) {
-    ::shutdown(fd, SHUT_RDWR);
-    return;
-  }
-  while (in.u8(query) && answer(fd, query)) {
+  c10d::Dialect dialect = c10d::Dialect::TORCH2;
+  char first[5];
+  if (peek(fd, first, 1) && (first[0] != 0 || peek(fd, first, 5))) {
+    uint32_t magic;
+    std::memcpy(&magic, first + 1, sizeof magic);
+    if (first[0] != 0 || magic != c10d::kValidationMagic) dialect = c10d::Dialect::TORCH1_13;
+    uint8_t byte = 0;
+    c10d::Query query;
+    Reader in(fd);
+    while (in.u8(byte) && c10d::from_wire(byte, dialect, query) && answer(fd, query, dialect)) {
+    }
   }
   ::shutdown(fd, SHUT_RDWR);
 }
 
-bool TCPStoreServer::answer(int fd, uint8_t query) {
+bool TCPStoreServer::answer(int fd, c10d::Query query, c10d::Dialect dialect) {
   Reader in(fd);
   std::string key;
   std::vector<std::string> keys;
   std::vector<char> value, expected;
-  switch (Query(query)) {
+  switch (query) {
     case Query::VALIDATE: {
       uint32_t magic = 0;
       return in.u32(magic) && magic == c10d::kValidationMagic;
@@ -106,7 +123,7 @@ bool TCPStoreServer::answer(int fd, uint8_t query) {
       if (!in.key(key) || !in.value(value)) return false;
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = data_.find(key);
-      if (Query(query) == Query::APPEND && it != data_.end()) value.insert(value.begin(), it->second.begin(), it->second.end());
+      if (query == Query::APPEND && it != data_.end()) value.insert(value.begin(), it->second.begin(), it->second.end());
       store(key, std::move(value));
       return true;
     }
@@ -156,7 +173,7 @@ bool TCPStoreServer::answer(int fd, uint8_t query) {
       return Writer().u8(uint8_t(ready ? c10d::CheckResponse::READY : c10d::CheckResponse::NOT_READY)).send(fd);
     }
     case Query::WAIT:
-      return in.keys(keys) && wait_keys(fd, keys);
+      return in.keys(keys) && wait_keys(fd, keys, dialect);
     case Query::GETNUMKEYS: {
       int64_t n;
       {
@@ -203,7 +220,7 @@ bool TCPStoreServer::answer(int fd, uint8_t query) {
   return false;  // an unknown query: not a client of this protocol
 }
 
-bool TCPStoreServer::wait_keys(int fd, const std::vector<std::string>& keys) {
+bool TCPStoreServer::wait_keys(int fd, const std::vector<std::string>& keys, c10d::Dialect dialect) {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (stopping_) return false;
@@ -213,12 +230,16 @@ bool TCPStoreServer::wait_keys(int fd, const std::vector<std::string>& keys) {
     }
     changed_.wait_for(lock, std::chrono::milliseconds(50));
     if (stopping_ || all_set(keys)) continue;
-    // While it waits, a client may only cancel (CANCEL_WAIT) or go away.
+    // While it waits, a 2.x client may only cancel (CANCEL_WAIT) or go away; a 1.13 client
+    // (no CANCEL_WAIT) only go away.
     lock.unlock();
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 0) > 0) {
       uint8_t query = 0;
-      if (!net::recv_all(fd, &query, 1) || query != uint8_t(Query::CANCEL_WAIT)) return false;
+      if (dialect != c10d::Dialect::TORCH2 || !net::recv_all(fd, &query, 1) ||
+          query != uint8_t(Query::CANCEL_WAIT)) {
+        return false;
+      }
       return Writer().u8(uint8_t(c10d::WaitResponse::WAIT_CANCELED)).send(fd);
     }
     lock.lock();

@@ -1,6 +1,6 @@
 // TCPStoreServer: the store rank 0 serves (and torchrun's agent would), speaking c10d's
 // protocol (Note [c10d wire format], distributed/c10d_protocol.h) to Loom's and PyTorch's
-// clients alike. One thread per connection; a connection answers its requests in order.
+// clients alike, PyTorch 1.13's too: each connection in its own dialect (Note [c10d dialects]). One thread per connection; a connection answers its requests in order.
 #pragma once
 
 #include <condition_variable>
@@ -9,6 +9,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "distributed/c10d_protocol.h"
 
 namespace loom::distributed {
 
@@ -25,10 +27,10 @@ class TCPStoreServer {
  private:
   void accept_loop();
   void serve(int fd);
-  // One request after VALIDATE; false to drop the connection (EOF, a malformed request).
-  bool answer(int fd, uint8_t query);
+  // One request, its query byte read; false to drop the connection (EOF, a malformed request).
+  bool answer(int fd, c10d::Query query, c10d::Dialect dialect);
   // WAIT: blocks until every key is set, the client cancels, or the server stops.
-  bool wait_keys(int fd, const std::vector<std::string>& keys);
+  bool wait_keys(int fd, const std::vector<std::string>& keys, c10d::Dialect dialect);
   bool all_set(const std::vector<std::string>& keys) const;  // mutex_ held
   void store(const std::string& key, std::vector<char> value);  // mutex_ held; wakes waiters
 

@@ -8,7 +8,8 @@
 #      flag is or'ed over the ranks), rank 0 writes the epoch's position, both exit 143, and
 #      the restart resumes mid-epoch, skipping exactly the batches consumed.
 #   torchrun_restart_test.sh LOOMRUN FLAGSHIP WORKDIR
-# Needs PyTorch 2.x (LOOM_TORCH_PYTHON, else /usr/bin/python3): skipped (exit 77) without it.
+# Runs under LOOM_TORCH_PYTHON's PyTorch, else /usr/bin/python3's (Debian's 1.13): 2.x and
+# 1.13 alike; skipped (exit 77) without PyTorch.
 set -u
 loomrun=$1
 flagship=$2
@@ -37,8 +38,8 @@ worker() {
 interrupt() {
   name=$1; sig=$2
   # shellcheck disable=SC2086
-  "$py" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --max-restarts 1 --master-addr 127.0.0.1 \
-    --master-port "$(free_port)" --no-python "$flagship" $args --checkpoint "$dir/$name.safetensors" \
+  "$py" -m torch.distributed.run --nnodes 1 --nproc_per_node 2 --max_restarts 1 --master_addr 127.0.0.1 \
+    --master_port "$(free_port)" $(torchrun_logs "$dir/$name.logs") --no_python "$flagship" $args --checkpoint "$dir/$name.safetensors" \
     --out "$dir/$name" > "$dir/$name.log" 2>&1 &
   agent=$!
   while [ ! -f "$dir/$name.safetensors" ] && kill -0 $agent 2>/dev/null; do sleep 0.02; done
@@ -48,6 +49,7 @@ interrupt() {
   [ -n "$victim" ] && kill -"$sig" "$victim"
   wait $agent
   rc=$?
+  torchrun_stdout "$dir/$name.logs" "$dir/$name.log"
 }
 
 start=$(date +%s)
@@ -62,7 +64,7 @@ interrupt stopped TERM
 check "SIGTERM: torchrun restarted the job and it ended well (status $rc)" [ "$rc" = 0 ]
 check "SIGTERM: both ranks stopped after the same step (rank 1's signal)" \
   grep -q '^stopped by another rank.s signal after step' "$dir/stopped.log"
-batch=$(sed -n 's/.*resumed from .*stopped.safetensors at epoch 1, step [0-9]*, batch \([0-9]*\) of 64$/\1/p' "$dir/stopped.log")
+batch=$(sed -n 's/.*resumed from .*stopped.safetensors at epoch 1, step [0-9]*, batch \([0-9]*\) of 64$/\1/p' "$dir/stopped.log" | head -n 1)
 check "SIGTERM: the restart resumed mid-epoch (batch ${batch:-none} of 64)" \
   awk -v b="${batch:-0}" 'BEGIN { exit !(b > 0 && b < 64) }'
 check "SIGTERM: the uninterrupted run's weights, rank 0 ($(crc "$dir/stopped"))" [ "$(crc "$dir/stopped")" = "$whole" ]

@@ -5,7 +5,8 @@
 # must end with the same weights_crc32c on both ranks, and the rendezvous (the process
 # group's set-up, as rank 0 prints it) take under 1 s.
 #   torchrun_test.sh LOOMRUN FLAGSHIP WORKDIR
-# Needs PyTorch 2.x (LOOM_TORCH_PYTHON, else /usr/bin/python3): skipped (exit 77) without it.
+# Runs under LOOM_TORCH_PYTHON's PyTorch, else /usr/bin/python3's (Debian's 1.13): 2.x and
+# 1.13 alike; skipped (exit 77) without PyTorch.
 set -eu
 loomrun=$1
 flagship=$2
@@ -18,10 +19,11 @@ args="--distributed --threads 1 --workers 0 --train-limit 256 --epochs 2 --batch
 
 port=$(free_port)
 # shellcheck disable=SC2086
-timeout 240 "$py" -m torch.distributed.run --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 \
-  --master-port "$port" --no-python \
+timeout 240 "$py" -m torch.distributed.run --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 \
+  --master_port "$port" $(torchrun_logs "$dir/logs") --no_python \
   "$flagship" $args --out "$dir/torchrun" > "$dir/torchrun.log" 2>&1 ||
-  { cat "$dir/torchrun.log"; echo "FAIL: the run under torchrun"; exit 1; }
+  { torchrun_stdout "$dir/logs" "$dir/torchrun.log"; cat "$dir/torchrun.log"; echo "FAIL: the run under torchrun"; exit 1; }
+torchrun_stdout "$dir/logs" "$dir/torchrun.log"
 grep -q 'launched by torchrun: rank 0 (RANK) of 2 (WORLD_SIZE)' "$dir/torchrun.log" &&
   grep -q "torchrun's agent store" "$dir/torchrun.log" ||
   { cat "$dir/torchrun.log"; echo "FAIL: rank 0 did not report torchrun's environment"; exit 1; }
