@@ -15,24 +15,12 @@ struct SentimentLSTM : loom::nn::Module {
         dropout(register_module("dropout", loom::nn::Dropout(dropout))),
         fc(register_module("fc", loom::nn::Linear(hidden, classes))) {}
 
-  // tokens (B, T) int64 on the model's device; lengths (B) int64. On the CPU, as the LSTM
-  // (like PyTorch's pack_padded_sequence) wants them, it runs over each text's own length.
-  // On the GPU — a --cuda-graph step, whose inputs all live there, since a graph cannot
-  // take host values that change per batch — it runs over the padded batch and takes the
-  // output at each text's last token: the same state, as the padding comes after the text.
+  // tokens (B, T) int64 on the model's device; lengths (B) int64 on the CPU (as PyTorch's
+  // pack_padded_sequence wants them) or on the model's device (a --cuda-graph step's, whose
+  // inputs all live there): the LSTM runs over each text's own length either way.
   loom::Tensor forward(const loom::Tensor& tokens, const loom::Tensor& lengths) {
-    if (lengths.is_cpu()) {
-      loom::nn::RNNOutput out = lstm(embedding(tokens), loom::nn::RNNState{}, lengths);
-      return fc(dropout(out.h_n[0]));  // the state at each text's last token: (B, hidden)
-    }
-    return fc(dropout(last_outputs(lstm(embedding(tokens)).output, lengths)));
-  }
-
-  // output (B, T, H), lengths (B) on its device -> output[b, lengths[b] - 1, :]: (B, H).
-  static loom::Tensor last_outputs(const loom::Tensor& output, const loom::Tensor& lengths) {
-    const int64_t b = output.size(0), h = output.size(2);
-    const loom::Tensor at = (lengths - 1).reshape({b, 1, 1}).expand({b, 1, h});  // (B, 1, H)
-    return output.gather(1, at).squeeze(1);
+    loom::nn::RNNOutput out = lstm(embedding(tokens), loom::nn::RNNState{}, lengths);
+    return fc(dropout(out.h_n[0]));  // the state at each text's last token: (B, hidden)
   }
 
   loom::nn::Embedding embedding;

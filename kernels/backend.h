@@ -69,6 +69,7 @@ struct Backend {
   decltype(&kernels::triangle) triangle = nullptr;
   decltype(&kernels::check_indices) check_indices = nullptr;
   decltype(&kernels::check_class_targets) check_class_targets = nullptr;
+  decltype(&kernels::check_sequence_lengths) check_sequence_lengths = nullptr;
 
   decltype(&kernels::rnn_layer_forward) rnn_layer_forward = nullptr;
   decltype(&kernels::rnn_layer_backward) rnn_layer_backward = nullptr;

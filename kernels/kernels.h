@@ -116,6 +116,9 @@ struct RNNLayerInput {
   Tensor b_ih, b_hh;      // (G*H) each, or both undefined
   std::vector<int64_t> lengths;  // per batch row, or empty for all T; sorted or not
   bool reverse = false;   // process t = T-1 .. 0
+  // Or the lengths on x's device, int64 (B) contiguous, which the host never reads: a GPU
+  // step whose inputs all live there (a CUDA graph's). At most one of the two is given.
+  Tensor device_lengths;
 };
 
 // What forward keeps for backward (indexed by time t).
@@ -251,5 +254,8 @@ void check_indices(const Tensor& index, int64_t size, const char* op);
 // target class V is out of range for C classes of <context>". The CPU names the smallest
 // target if one is negative and the largest otherwise; a GPU names the first bad one.
 void check_class_targets(const Tensor& target, int64_t classes, const char* op, const std::string& context);
+// The same for the lengths (B) of a batch of sequences of T steps, each in [1, T]: a
+// ValueError "op: length V of sequence b is outside [1, T] for <context>".
+void check_sequence_lengths(const Tensor& lengths, int64_t T, const char* op, const std::string& context);
 
 }  // namespace loom::kernels

@@ -338,6 +338,10 @@ void check_class_targets(const Tensor& target, int64_t classes, const char* op, 
   slot(route(op, {&target}), &Backend::check_class_targets, op)(target, classes, op, context);
 }
 
+void check_sequence_lengths(const Tensor& lengths, int64_t T, const char* op, const std::string& context) {
+  slot(route(op, {&lengths}), &Backend::check_sequence_lengths, op)(lengths, T, op, context);
+}
+
 RNNLayerOutput rnn_layer_forward(const RNNLayerInput& in) {
   check_rnn_layer(in);
   return slot(backend_for(in.x.device(), "rnn"), &Backend::rnn_layer_forward, "rnn")(in);

@@ -16,20 +16,15 @@ namespace loom::nn {
 
 namespace {
 
-// input: the module's input as given (for messages); T, B its steps and batch size.
-std::vector<int64_t> lengths_vector(const Tensor& lengths, const Tensor& input, int64_t T, int64_t B,
-                                    const char* op) {
-  if (!lengths.defined()) return {};
+// lengths' shape and dtype (input: the module's input as given, for messages; B its batch
+// size). Their values are rnn_lengths' to check, where they live.
+void check_lengths(const Tensor& lengths, const Tensor& input, int64_t B, const char* op) {
+  if (!lengths.defined()) return;
   LOOM_CHECK(lengths.dim() == 1 && lengths.size(0) == B, ShapeError, op, ": lengths of shape ",
              shape_str(lengths.sizes()), " do not match the batch size ", B, " of the input of shape ",
              shape_str(input.sizes()));
   LOOM_CHECK(!lengths.is_floating_point() && lengths.dtype() != kBool, DTypeError, op,
              ": lengths must be an integer tensor, got ", dtype_name(lengths.dtype()));
-  std::vector<int64_t> v = lengths.to_vector<int64_t>();
-  for (size_t b = 0; b < v.size(); ++b)
-    LOOM_CHECK(v[b] >= 1 && v[b] <= T, ValueError, op, ": length ", v[b], " of sequence ", b,
-               " is outside [1, ", T, "] for an input of shape ", shape_str(input.sizes()));
-  return v;
 }
 
 // The kernels read every tensor as the input's dtype on the input's device.
@@ -113,7 +108,8 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in,
   LOOM_CHECK(x.size(2) == options.input_size_, ShapeError, op, ": input of shape ", shape_str(input.sizes()),
              " has feature size ", x.size(2), ", expected input_size ", options.input_size_);
   LOOM_CHECK(T > 0, ShapeError, op, ": the input has no time steps, shape ", shape_str(input.sizes()));
-  const std::vector<int64_t> lens = lengths_vector(lengths, input, T, B, op);
+  check_lengths(lengths, input, B, op);
+  const RNNLengths lens = rnn_lengths(lengths, x, op, input.sizes());
   const bool lstm = mode_ == RNNMode::LSTM;
   check_like(weights[0], input, "the parameters", op);
   Tensor h0 = state.h.defined() ? state.h : zeros_state(L * D, B, H, x);

@@ -48,7 +48,10 @@ struct RNNOutput {
 class RNNBaseImpl : public Module {
  public:
   RNNBaseImpl(RNNMode mode, const RNNOptions& options, const char* type_name);
-  // input (T, B, I) or (B, T, I); lengths: int64 (B) on the CPU, each in [1, T].
+  // input (T, B, I) or (B, T, I); lengths: integers (B), each in [1, T], on the CPU (as
+  // PyTorch's pack_padded_sequence takes them) or on the input's device, where the host
+  // never reads them: what a CUDA-graph step passes (its inputs all live on the GPU). A bad
+  // length there is raised by the next call that waits for the GPU.
   RNNOutput forward(const Tensor& input, const RNNState& state = {}, const Tensor& lengths = Tensor());
   // PyTorch's rnn(x, h0) / gru(x, h0): the second tensor is the initial hidden state.
   RNNOutput forward(const Tensor& input, const Tensor& h0) { return forward(input, RNNState{h0, {}}, Tensor()); }

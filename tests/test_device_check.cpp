@@ -188,3 +188,31 @@ TEST_CASE("device checks: threads that wait at once raise one failure once", "[d
   CHECK(raised == 20);
   CHECK(rearmed == 20);
 }
+
+TEST_CASE("device checks: a sequence length is checked in [1, T] and raised as the CPU's ValueError",
+          "[device_check]") {
+  // The CPU's eager check, through the kernels' entry (the recurrent layers' lengths).
+  CHECK(test::thrown_message<ValueError>([] {
+          check_sequence_lengths(tensor<int64_t>({3, 0, 2}), 4, "LSTM", "an input of shape (3, 4, 2)");
+        }) == sequence_length_message("LSTM", 0, 1, 4, "an input of shape (3, 4, 2)"));
+  CHECK(sequence_length_message("LSTM", 0, 1, 4, "an input of shape (3, 4, 2)") ==
+        "LSTM: length 0 of sequence 1 is outside [1, 4] for an input of shape (3, 4, 2)");
+  CHECK(test::thrown_message<ValueError>([] { check_sequence_lengths(tensor<int64_t>({4, 5}), 4, "GRU", "x"); }) ==
+        sequence_length_message("GRU", 5, 1, 4, "x"));
+  CHECK_NOTHROW(check_sequence_lengths(tensor<int64_t>({1, 4, 2}), 4, "GRU", "x"));
+
+  // The site a GPU checks against: [1, T] as [low, bound); the record names the sequence
+  // (its element) and the length, and the mailbox raises it as a ValueError.
+  const DeviceCheckSite site =
+      make_device_check_site(DeviceCheckKind::kSequenceLength, /*T + 1=*/8, "LSTM", "an input of shape (5, 7, 8)");
+  CHECK(site.low == 1);
+  CHECK(site.bound == 8);
+  CHECK(make_device_check_site(DeviceCheckKind::kIndexRange, 8, "gather").low == 0);
+  DeviceCheckRecord record;
+  DeviceCheckMailbox mailbox(&record, Device(DeviceType::CUDA, 0), [] {});
+  record = failed_record(site, mailbox.stamp(site).launch, /*position=*/2, /*value=*/9);
+  require_throws_with<ValueError>([&] { mailbox.raise_pending("Tensor::item"); },
+                                  {sequence_length_message("LSTM", 9, 2, 7, "an input of shape (5, 7, 8)"),
+                                   "cuda:0", "Tensor::item"});
+  CHECK_NOTHROW(mailbox.raise_pending("Tensor::item"));
+}

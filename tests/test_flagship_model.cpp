@@ -1,40 +1,108 @@
-// The flagship's model (examples/text_classification_model.h) takes each text's last LSTM
-// state two ways: packed over each text's own length (lengths on the CPU, as PyTorch's
-// pack_padded_sequence) for eager runs, and gathered from the padded batch's outputs
-// (lengths on the GPU) for --cuda-graph runs, whose inputs all live on the device. Both
-// must give the same state and the same gradients.
+// The flagship's model (examples/text_classification_model.h) has one forward: the LSTM runs
+// over each text's own length, whether the lengths are on the CPU (eager steps, as PyTorch's
+// pack_padded_sequence) or on the model's device (a --cuda-graph step's, whose inputs all live
+// there). Checked against an independent reference — the padded batch's LSTM output at each
+// text's last token, which is the same state since the padding comes after the text — and,
+// on the host-emulated cuda:0 of builds without CUDA, the device-lengths path against the
+// CPU's bit for bit, without a host sync.
 #include "examples/text_classification_model.h"
 #include "test_util.h"
 
+#ifndef LOOM_WITH_CUDA
+#include "core/cuda.h"
+#include "core/cuda_emulation.h"
+#endif
+
 using namespace loom;
 
-TEST_CASE("flagship model: the gathered last outputs equal the packed LSTM's state, gradients too", "[examples]") {
+namespace {
+
+// output (B, T, H), lengths (B) -> output[b, lengths[b] - 1, :]: (B, H).
+Tensor last_outputs(const Tensor& output, const Tensor& lengths) {
+  const int64_t b = output.size(0), h = output.size(2);
+  const Tensor at = (lengths - 1).reshape({b, 1, 1}).expand({b, 1, h});  // (B, 1, H)
+  return output.gather(1, at).squeeze(1);
+}
+
+struct Texts {
+  Tensor tokens;   // (B, T), 0 past each length
+  Tensor lengths;  // (B)
+};
+
+Texts random_texts(const std::vector<int64_t>& lengths, int64_t t, int64_t vocab) {
+  const int64_t b = int64_t(lengths.size());
+  Tensor tokens = randint(1, vocab, {b, t});
+  for (int64_t i = 0; i < b; ++i)
+    if (lengths[size_t(i)] < t) tokens.narrow(0, i, 1).narrow(1, lengths[size_t(i)], t - lengths[size_t(i)]).fill_(0);
+  return {tokens, from_vector(lengths)};
+}
+
+}  // namespace
+
+TEST_CASE("flagship model: the LSTM over each text's length equals the padded outputs at each last token, "
+          "gradients too",
+          "[examples]") {
   manual_seed(21);
   examples::SentimentLSTM model(40, 8, 12, 3, /*dropout=*/0.0);
-  const std::vector<int64_t> lengths_list = {7, 2, 5, 1, 7};  // padded with 0 beyond each length
-  const int64_t b = int64_t(lengths_list.size()), t = 7;
-  Tensor tokens = randint(1, 40, {b, t});
-  for (int64_t i = 0; i < b; ++i)
-    if (lengths_list[size_t(i)] < t) tokens.narrow(0, i, 1).narrow(1, lengths_list[size_t(i)], t - lengths_list[size_t(i)]).fill_(0);
-  const Tensor lengths = from_vector(lengths_list);
+  const Texts texts = random_texts({7, 2, 5, 1, 7}, 7, 40);
 
-  const Tensor packed = model.forward(tokens, lengths);  // (B, classes)
-  const Tensor packed_grad_weights = [&] {
-    model.zero_grad();
-    packed.pow(2).sum().backward();
-    return model.lstm->parameters()[0].grad().clone();
-  }();
-  const Tensor gathered = model.fc(examples::SentimentLSTM::last_outputs(
-      model.lstm(model.embedding(tokens)).output, lengths));  // what the GPU path computes
+  const Tensor logits = model.forward(texts.tokens, texts.lengths);  // (B, classes)
   model.zero_grad();
-  gathered.pow(2).sum().backward();
-  const Tensor gathered_grad_weights = model.lstm->parameters()[0].grad();
+  logits.pow(2).sum().backward();
+  const Tensor grad_w_ih = model.lstm->parameters()[0].grad().clone();
 
-  REQUIRE(packed.abs().sum().item<double>() > 0);
-  REQUIRE((gathered - packed).abs().max().item<double>() < 1e-5);
-  REQUIRE(packed_grad_weights.abs().sum().item<double>() > 0);
-  REQUIRE((gathered_grad_weights - packed_grad_weights).abs().max().item<double>() < 1e-5);
+  const Tensor padded = model.lstm(model.embedding(texts.tokens)).output;  // (B, T, H) over the padding too
+  const Tensor reference = model.fc(last_outputs(padded, texts.lengths));
+  model.zero_grad();
+  reference.pow(2).sum().backward();
+  const Tensor reference_grad_w_ih = model.lstm->parameters()[0].grad();
+
+  REQUIRE(logits.abs().sum().item<double>() > 0);
+  REQUIRE((reference - logits).abs().max().item<double>() < 1e-5);
+  REQUIRE(grad_w_ih.abs().sum().item<double>() > 0);
+  REQUIRE((reference_grad_w_ih - grad_w_ih).abs().max().item<double>() < 1e-5);
   // A wrong index is not silently equal: the output at the padded end differs for short texts.
-  const Tensor padded_end = model.fc(model.lstm(model.embedding(tokens)).output.select(1, t - 1));
-  REQUIRE((padded_end - packed).abs().max().item<double>() > 1e-3);
+  const Tensor padded_end = model.fc(padded.select(1, 6));
+  REQUIRE((padded_end - logits).abs().max().item<double>() > 1e-3);
 }
+
+#ifndef LOOM_WITH_CUDA
+
+TEST_CASE("flagship model: lengths on the device give the CPU lengths' numbers bit for bit, without a host sync",
+          "[examples][cuda_emulation]") {
+  manual_seed(22);
+  examples::SentimentLSTM cpu_model(40, 8, 12, 3, /*dropout=*/0.2);
+  const Texts texts = random_texts({7, 2, 5, 1, 7, 3}, 7, 40);
+  manual_seed(5);  // the dropout masks
+  const Tensor cpu_logits = cpu_model.forward(texts.tokens, texts.lengths);
+  cpu_logits.pow(2).sum().backward();
+
+  cuda::EmulationGuard emulate;
+  examples::SentimentLSTM model(40, 8, 12, 3, /*dropout=*/0.2);
+  model.load_state_dict(cpu_model.state_dict());
+  model.to(kCUDA);
+  const Tensor tokens = texts.tokens.to(kCUDA), lengths = texts.lengths.to(kCUDA);
+  manual_seed(5);
+  const uint64_t syncs = cuda::host_sync_count();
+  const Tensor logits = model.forward(tokens, lengths);
+  logits.pow(2).sum().backward();
+  CHECK(cuda::host_sync_count() == syncs);  // the lengths were never read on the host
+  REQUIRE(logits.is_cuda());
+  REQUIRE(test::bit_equal(logits.cpu(), cpu_logits));
+  const nn::NamedTensors cpu_params = cpu_model.named_parameters(), params = model.named_parameters();
+  for (size_t k = 0; k < params.size(); ++k) {
+    INFO(params[k].first);
+    REQUIRE(cpu_params[k].second.grad().abs().sum().item<double>() > 0);
+    REQUIRE(test::bit_equal(params[k].second.grad().cpu(), cpu_params[k].second.grad()));
+  }
+
+  // Lengths on the device are checked there: a bad one is the CPU's ValueError (the
+  // emulated device runs the CPU's check, so it is thrown at once); lengths on a device
+  // other than the input's, a DeviceError.
+  const Tensor bad = from_vector<int64_t>({7, 2, 0, 1, 7, 3}, {6}).to(kCUDA);
+  test::require_throws_with<ValueError>([&] { (void)model.forward(tokens, bad); },
+                                  {"LSTM: length 0 of sequence 2 is outside [1, 7] for an input of shape (6, 7, 8)"});
+  REQUIRE_THROWS_AS(cpu_model.forward(texts.tokens, lengths), DeviceError);
+}
+
+#endif

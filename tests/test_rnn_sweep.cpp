@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/cuda.h"
 #include "core/factories.h"
 #include "kernels/kernels.h"
 #include "kernels/rnn/rnn_sweep.h"
@@ -124,6 +125,55 @@ TEST_CASE("rnn sweep (host): undefined output gradients count as zero", "[cuda_h
   test::check_close(only_dy.dw_hh, zeros_given.dw_hh, "dw_hh");
 }
 
+TEST_CASE("rnn sweep (host): lengths left on the device give the host lengths' results", "[cuda_host][rnn]") {
+  // A CUDA-graph step's lengths never reach the host (RNNLayerInput::device_lengths): the
+  // sweep masks each step with them where they lie, and the CPU kernels read them too.
+  NoGradGuard no_grad;
+  manual_seed(14);
+  for (RNNMode mode : {RNNMode::LSTM, RNNMode::GRU, RNNMode::RNN_TANH}) {
+    for (bool reverse : {false, true}) {
+      INFO(mode_name(mode) << (reverse ? " reverse" : ""));
+      const std::vector<int64_t> lengths{6, 2, 5, 1, 6};
+      const kernels::RNNLayerInput on_host = random_layer(mode, 6, 5, 7, 9, kFloat32, lengths, reverse, true);
+      kernels::RNNLayerInput on_device = on_host;
+      on_device.lengths.clear();
+      on_device.device_lengths = from_vector(lengths);
+      const kernels::RNNLayerOutput cpu = kernels::rnn_layer_forward(on_host);
+      const kernels::RNNLayerOutput cpu_device = kernels::rnn_layer_forward(on_device);
+      const kernels::RNNLayerOutput sweep = kernels::rnn_sweep::forward<float>(on_device, HostForEach{});
+      REQUIRE(cpu.y.abs().sum().item<double>() > 0);
+      REQUIRE(test::bit_equal(cpu_device.y, cpu.y));
+      REQUIRE(test::bit_equal(cpu_device.h_n, cpu.h_n));
+      check_same(sweep.y, cpu.y, "y");
+      check_same(sweep.h_n, cpu.h_n, "h_n");
+      check_same(sweep.c_n, cpu.c_n, "c_n");
+
+      const Tensor dy = test::random_nonzero({6, 5, 9});
+      const Tensor dh_n = test::random_nonzero({5, 9});
+      const Tensor dc_n = mode == RNNMode::LSTM ? test::random_nonzero({5, 9}) : Tensor();
+      const kernels::RNNLayerGrads g_cpu = kernels::rnn_layer_backward(on_host, cpu.reserve, dy, dh_n, dc_n);
+      const kernels::RNNLayerGrads g_cpu_device =
+          kernels::rnn_layer_backward(on_device, cpu_device.reserve, dy, dh_n, dc_n);
+      const kernels::RNNLayerGrads g_sweep =
+          kernels::rnn_sweep::backward<float>(on_device, sweep.reserve, dy, dh_n, dc_n, HostForEach{});
+      REQUIRE(test::bit_equal(g_cpu_device.dw_hh, g_cpu.dw_hh));
+      REQUIRE(test::bit_equal(g_cpu_device.dx, g_cpu.dx));
+      check_same(g_sweep.dx, g_cpu.dx, "dx");
+      check_same(g_sweep.dh0, g_cpu.dh0, "dh0");
+      check_same(g_sweep.dw_ih, g_cpu.dw_ih, "dw_ih");
+      check_same(g_sweep.dw_hh, g_cpu.dw_hh, "dw_hh");
+      check_same(g_sweep.db_hh, g_cpu.db_hh, "db_hh");
+    }
+  }
+  // Given both ways at once, or not as (B) int64, they are refused.
+  kernels::RNNLayerInput both = random_layer(RNNMode::GRU, 3, 2, 2, 3, kFloat32, {3, 1}, false, true);
+  both.device_lengths = from_vector<int64_t>({3, 1}, {2});
+  CHECK_THROWS_AS(kernels::rnn_layer_forward(both), ValueError);
+  both.lengths.clear();
+  both.device_lengths = from_vector<int32_t>({3, 1}, {2});
+  CHECK_THROWS_AS(kernels::rnn_layer_forward(both), ShapeError);
+}
+
 // ---- on a GPU: the layers and cells against the CPU ------------------------------------------
 
 namespace {
@@ -167,6 +217,30 @@ TEST_CASE("cuda: LSTM/GRU/RNN layers with lengths match the CPU, forward and bac
   compare_on_gpu(nn::LSTM(opts), nn::LSTM(opts), x, run);
   compare_on_gpu(nn::GRU(opts), nn::GRU(opts), x, run);
   compare_on_gpu(nn::RNN(opts), nn::RNN(opts), x, run);
+}
+
+TEST_CASE("cuda: lengths left on the GPU give the CPU's results, and a bad one is raised at the next sync",
+          "[.cuda]") {
+  LOOM_SKIP_WITHOUT_CUDA();
+  manual_seed(16);
+  const Tensor lengths = from_vector<int64_t>({7, 3, 5, 1, 7}, {5});
+  const Tensor x = test::random_nonzero({5, 7, 6});  // (B, T, I), batch_first
+  auto opts = nn::RNNOptions(6, 11).num_layers(2).bidirectional(true).batch_first(true);
+  auto run = [&](auto& m, const Tensor& in) {  // the lengths where the input lives: no host sync
+    auto out = m(in, nn::RNNState{}, lengths.to(in.device()));
+    return cat({out.output.flatten(), out.h_n.flatten(), out.c_n.defined() ? out.c_n.flatten() : out.h_n.flatten()}, 0);
+  };
+  compare_on_gpu(nn::LSTM(opts), nn::LSTM(opts), x, run);
+  compare_on_gpu(nn::GRU(opts), nn::GRU(opts), x, run);
+
+  nn::LSTM lstm(opts);
+  lstm->to(kCUDA);
+  const Tensor bad = from_vector<int64_t>({7, 3, 8, 1, 7}, {5}).to(kCUDA);
+  const uint64_t before = cuda::host_sync_count();
+  Tensor out = lstm(x.to(kCUDA), nn::RNNState{}, bad).output;  // queued, not thrown
+  CHECK(cuda::host_sync_count() == before);
+  test::require_throws_with<ValueError>([&] { (void)out.sum().item<float>(); },
+                                        {"LSTM: length 8 of sequence 2 is outside [1, 7]", "a copy from the GPU to the host"});
 }
 
 TEST_CASE("cuda: LSTMCell/GRUCell/RNNCell match the CPU, forward and backward", "[.cuda]") {

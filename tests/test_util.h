@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,13 @@ inline Tensor random_nonzero(const Shape& shape, DType dtype = kFloat32, double 
 
 // Values of t rounded through dtype (so a reference sees the same inputs the kernel saw).
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// Whether a and b (on the CPU) have the same shape, dtype and bytes: bit-identical.
+inline bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return ca.nbytes() == 0 || std::memcmp(ca.data(), cb.data(), size_t(ca.nbytes())) == 0;
+}
 
 // Checks actual against expected (same element order), with dtype's tolerance.
 inline void check_close(const Tensor& actual, const std::vector<double>& expected, DType dtype,

@@ -15,10 +15,11 @@ const char* rnn_backward_name(kernels::RNNMode mode) {
 
 RNNLayerResult rnn_layer(kernels::RNNMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
                          const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
-                         const std::vector<int64_t>& lengths, bool reverse) {
+                         const RNNLengths& lengths, bool reverse) {
   const bool lstm = mode == kernels::RNNMode::LSTM;
-  kernels::RNNLayerInput in{mode,    detached(x),       detached(h0),   detached(c0), detached(w_ih),
-                            detached(w_hh), detached(b_ih), detached(b_hh), lengths,      reverse};
+  kernels::RNNLayerInput in{mode,           detached(x),    detached(h0),   detached(c0), detached(w_ih),
+                            detached(w_hh), detached(b_ih), detached(b_hh), lengths.host, reverse,
+                            lengths.device};
   kernels::RNNLayerOutput fwd = kernels::rnn_layer_forward(in);
   RNNLayerResult out{fwd.y, fwd.h_n, fwd.c_n};
   if (needs_grad(x, h0, c0, w_ih, w_hh, b_ih, b_hh)) {

@@ -3,6 +3,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/internal.h"
 #include "autograd/functions/rnn_layer.h"
+#include "core/factories.h"
 #include "core/ops.h"
 
 namespace loom {
@@ -46,8 +47,7 @@ RNNStackResult fused_stack(kernels::RNNStackConfig config, const Tensor& x, cons
 
 // One whole-sequence node per layer and direction, with dropout between layers.
 RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tensor& x, const Tensor& h0,
-                              const Tensor& c0, const std::vector<Tensor>& weights,
-                              const std::vector<int64_t>& lengths) {
+                              const Tensor& c0, const std::vector<Tensor>& weights, const RNNLengths& lengths) {
   const bool lstm = config.mode == kernels::RNNMode::LSTM;
   const int64_t D = config.bidirectional ? 2 : 1, L = config.num_layers;
   std::vector<Tensor> h_n, c_n;
@@ -73,9 +73,26 @@ RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tenso
 
 }  // namespace
 
+RNNLengths rnn_lengths(const Tensor& lengths, const Tensor& x, const char* op, const Shape& input_shape) {
+  if (!lengths.defined()) return {};
+  const int64_t T = x.size(0);
+  const std::string context = "an input of shape " + shape_str(input_shape);
+  if (lengths.is_cpu()) {
+    std::vector<int64_t> host = lengths.to_vector<int64_t>();
+    kernels::check_sequence_lengths(from_vector(host), T, op, context);
+    return host;
+  }
+  LOOM_CHECK(lengths.device() == x.device(), DeviceError, op, ": lengths on ", lengths.device(),
+             " must be on the CPU or on the input's device ", x.device());
+  const Tensor on_device = lengths.to(kInt64).contiguous();  // queued on the device: no sync
+  kernels::check_sequence_lengths(on_device, T, op, context);
+  return RNNLengths::on_device(on_device);
+}
+
 RNNStackResult rnn_stack(kernels::RNNStackConfig config, const Tensor& x, const Tensor& h0, const Tensor& c0,
-                         const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths) {
-  if (kernels::rnn_stack_supported(x)) return fused_stack(config, x, h0, c0, weights, lengths);
+                         const std::vector<Tensor>& weights, const RNNLengths& lengths) {
+  if (!lengths.device.defined() && kernels::rnn_stack_supported(x))
+    return fused_stack(config, x, h0, c0, weights, lengths.host);
   return layer_by_layer(config, x, h0, c0, weights, lengths);
 }
 

@@ -273,6 +273,18 @@ void triangle(const Tensor& out, const Tensor& in, int64_t k, bool lower) {
   });
 }
 
+// Read where they lie: a CPU backend serving the emulated cuda:0 reads its host memory as
+// a GPU's kernel would, without a counted copy.
+void check_sequence_lengths(const Tensor& lengths, int64_t T, const char* op, const std::string& context) {
+  const Tensor flat = lengths.contiguous();
+  dispatch_index(flat.dtype(), op, [&]<typename I>() {
+    const I* v = flat.data_ptr<I>();
+    for (int64_t b = 0; b < flat.numel(); ++b)
+      LOOM_CHECK(int64_t(v[b]) >= 1 && int64_t(v[b]) <= T, ValueError,
+                 sequence_length_message(op, int64_t(v[b]), b, T, context));
+  });
+}
+
 }  // namespace
 
 void add_index_kernels(Backend& b) {
@@ -283,6 +295,7 @@ void add_index_kernels(Backend& b) {
   b.triangle = &triangle;
   b.check_indices = &check_indices;
   b.check_class_targets = &check_class_targets;
+  b.check_sequence_lengths = &check_sequence_lengths;
 }
 
 }  // namespace loom::kernels::cpu

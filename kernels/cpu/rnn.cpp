@@ -195,7 +195,7 @@ RNNLayerOutput forward_impl(const RNNLayerInput& in, const Dims3& d, Gemms gemms
       });  // the input projection is in the gates
   const RNNReserve& r = out.reserve;
   const Tensor b_hh = rnn_rules::recurrent_bias(in);
-  const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
+  const rnn_rules::Lengths lengths = rnn_rules::layer_lengths(in);
   const Tensor w_hh_t = in.w_hh.t();  // (H, G·H)
   thread_local cpu::PackedBf16B reused;
   const cpu::PackedBf16B& w_hh_t_packed = bf16 ? pack_bf16(w_hh_t, reused) : reused;  // read by every worker
@@ -262,7 +262,7 @@ RNNLayerGrads backward_impl(const RNNLayerInput& in, const RNNReserve& r, const 
   const bool lstm = in.mode == RNNMode::LSTM, gru = in.mode == RNNMode::GRU;
   const bool relu = in.mode == RNNMode::RNN_RELU;
   const rnn_rules::BackwardState st = rnn_rules::begin_backward(in, dy_in, dh_n, dc_n);
-  const rnn_rules::Lengths lengths = rnn_rules::host_lengths(in.lengths, T);
+  const rnn_rules::Lengths lengths = rnn_rules::layer_lengths(in);
   const bool bf16 = gemms == Gemms::BFloat16;
   thread_local cpu::PackedBf16B reused;
   const cpu::PackedBf16B& w_hh_packed = bf16 ? pack_bf16(in.w_hh, reused) : reused;  // read by every worker

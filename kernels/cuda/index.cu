@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kBlockSize)
 }
 
 // The deferred range check (Note [deferred device checks]): each thread stops at its first
-// element outside [0, site.bound) (its smallest position: a thread's positions grow); the
+// element outside [site.low, site.bound) (its smallest position: a thread's positions grow); the
 // block's first bad element is reported, by the one thread that found it. A block with none
 // returns after one barrier.
 template <typename I>
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kBlockSize)
     int64_t io, unused1, unused2;
     g.offsets(i, io, unused1, unused2);
     const int64_t k = int64_t(index[io]);
-    if (k < 0 || k >= site.bound) {
+    if (k < site.low || k >= site.bound) {
       first = static_cast<unsigned long long>(i);
       value = k;
       break;
@@ -371,6 +371,10 @@ void check_class_targets(const Tensor& target, int64_t classes, const char* op, 
   queue_range_check(target, make_device_check_site(DeviceCheckKind::kClassTarget, classes, op, context), op);
 }
 
+void check_sequence_lengths(const Tensor& lengths, int64_t T, const char* op, const std::string& context) {
+  queue_range_check(lengths, make_device_check_site(DeviceCheckKind::kSequenceLength, T + 1, op, context), op);
+}
+
 void add_index_kernels(Backend& b) {
   b.index_select = &index_select;
   b.index_add = &index_add;
@@ -379,6 +383,7 @@ void add_index_kernels(Backend& b) {
   b.triangle = &triangle;
   b.check_indices = &check_indices;
   b.check_class_targets = &check_class_targets;
+  b.check_sequence_lengths = &check_sequence_lengths;
 }
 
 }  // namespace loom::kernels::cuda

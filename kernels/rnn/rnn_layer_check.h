@@ -28,6 +28,14 @@ inline RNNLayerDims check_rnn_layer(const RNNLayerInput& in) {
              ", expected ", shape_str({B, H}));
   LOOM_CHECK(in.lengths.empty() || int64_t(in.lengths.size()) == B, ShapeError, "rnn: ", in.lengths.size(),
              " lengths for a batch of ", B);
+  if (const Tensor& d = in.device_lengths; d.defined()) {
+    LOOM_CHECK(in.lengths.empty(), ValueError, "rnn: lengths given both on the host and on ", d.device());
+    LOOM_CHECK(d.sizes() == Shape({B}) && d.dtype() == kInt64 && d.is_contiguous(), ShapeError,
+               "rnn: device lengths must be a contiguous int64 (", B, ") tensor, got ", dtype_name(d.dtype()), " ",
+               shape_str(d.sizes()));
+    LOOM_CHECK(d.device() == in.x.device(), DeviceError, "rnn: lengths on ", d.device(), ", the input on ",
+               in.x.device());
+  }
   LOOM_CHECK(in.x.is_floating_point(), DTypeError, "rnn: expected a floating-point input, got ",
              dtype_name(in.x.dtype()));
   for (const Tensor* t : {&in.h0, &in.c0, &in.w_ih, &in.w_hh, &in.b_ih, &in.b_hh}) {

@@ -54,6 +54,14 @@ inline Lengths host_lengths(const std::vector<int64_t>& lengths, int64_t T) {
   return {lengths.empty() ? nullptr : lengths.data(), T};
 }
 
+// A layer's lengths where its backend's kernels read them: RNNLayerInput::device_lengths
+// (the backend's own memory) if given, else the host's.
+inline Lengths layer_lengths(const RNNLayerInput& in) {
+  const int64_t T = in.x.size(0);
+  if (in.device_lengths.defined()) return {in.device_lengths.data_ptr<int64_t>(), T};
+  return host_lengths(in.lengths, T);
+}
+
 // Zeroes G gate blocks of n units, gate k of unit j at g[k·stride + j].
 template <typename T>
 LOOM_HOST_DEVICE inline void zero_gates(T* g, int64_t G, int64_t stride, int64_t n) {

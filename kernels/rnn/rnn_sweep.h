@@ -179,8 +179,10 @@ struct FoldRecurrentGrad {
 
 using rnn_rules::mm;
 
-// RNNLayerInput::lengths copied to the input's device (undefined without lengths).
+// The lengths on the input's device: device_lengths, or RNNLayerInput::lengths copied there
+// (undefined without lengths).
 inline Tensor lengths_on(const RNNLayerInput& in) {
+  if (in.device_lengths.defined()) return in.device_lengths;
   if (in.lengths.empty()) return Tensor();
   return from_vector<int64_t>(in.lengths, {int64_t(in.lengths.size())}, TensorOptions(kInt64).device(in.x.device()));
 }

@@ -29,6 +29,7 @@ DeviceCheckSite make_device_check_site(DeviceCheckKind kind, int64_t bound, std:
                                        std::string_view context) {
   DeviceCheckSite site;
   site.kind = kind;
+  site.low = kind == DeviceCheckKind::kSequenceLength ? 1 : 0;
   site.bound = bound;
   copy_text(site.op, op);
   copy_text(site.context, context);
@@ -45,6 +46,11 @@ std::string class_out_of_range_message(std::string_view op, int64_t value, int64
   return detail::str(op, ": target class ", value, " is out of range for ", classes, " classes of ", context);
 }
 
+std::string sequence_length_message(std::string_view op, int64_t value, int64_t sequence, int64_t steps,
+                                    std::string_view context) {
+  return detail::str(op, ": length ", value, " of sequence ", sequence, " is outside [1, ", steps, "] for ", context);
+}
+
 std::string describe_device_check(const DeviceCheckRecord& record, Device device, std::string_view where) {
   const DeviceCheckSite& site = record.site;
   const std::string_view op = text_of(site.op);
@@ -55,6 +61,9 @@ std::string describe_device_check(const DeviceCheckRecord& record, Device device
       break;
     case DeviceCheckKind::kClassTarget:
       message = class_out_of_range_message(op, record.value, site.bound, text_of(site.context));
+      break;
+    case DeviceCheckKind::kSequenceLength:
+      message = sequence_length_message(op, record.value, record.position, site.bound - 1, text_of(site.context));
       break;
     default:
       LOOM_ASSERT(false, "describe_device_check: a record of unknown kind ", uint32_t(site.kind));
@@ -85,7 +94,9 @@ void DeviceCheckMailbox::raise_pending(std::string_view where) {
     kind.store(DeviceCheckKind::kNone, std::memory_order_release);
     rearm_();
   }
-  throw IndexError(describe_device_check(failed, device_, where));
+  const std::string message = describe_device_check(failed, device_, where);
+  if (failed.site.kind == DeviceCheckKind::kSequenceLength) throw ValueError(message);
+  throw IndexError(message);
 }
 
 }  // namespace loom::kernels

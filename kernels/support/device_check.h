@@ -41,6 +41,7 @@ enum class DeviceCheckKind : uint32_t {
   kNone = 0,         // nothing failed (an empty record)
   kIndexRange = 1,   // an index in [0, bound): the indexing ops
   kClassTarget = 2,  // a class index in [0, bound), ignore_index exempt: cross_entropy, nll_loss
+  kSequenceLength = 3,  // a sequence length in [low, bound) = [1, T]: the recurrent layers' lengths
 };
 
 inline constexpr size_t kDeviceCheckTextBytes = 96;  // with the terminating NUL
@@ -49,7 +50,8 @@ inline constexpr size_t kDeviceCheckTextBytes = 96;  // with the terminating NUL
 struct DeviceCheckSite {
   DeviceCheckKind kind = DeviceCheckKind::kNone;
   uint32_t launch = 0;  // nonzero, per launch: the first failing launch keeps the record
-  int64_t bound = 0;    // valid values are [0, bound)
+  int64_t low = 0;      // valid values are [low, bound)
+  int64_t bound = 0;
   char op[kDeviceCheckTextBytes] = {};       // the op as the CPU message names it
   char context[kDeviceCheckTextBytes] = {};  // kClassTarget: "input (6, 5) (ignore_index -100)"
 };
@@ -79,6 +81,7 @@ LOOM_HOST_DEVICE void write_record(volatile DeviceCheckRecord* record, const Dev
   record->position = position;
   record->value = value;
   record->site.launch = site.launch;
+  record->site.low = site.low;
   record->site.bound = site.bound;
   for (size_t i = 0; i < kDeviceCheckTextBytes; ++i) {
     record->site.op[i] = site.op[i];
@@ -90,7 +93,8 @@ LOOM_HOST_DEVICE void write_record(volatile DeviceCheckRecord* record, const Dev
 }
 
 // A site with `op` and `context` copied in; text longer than the record holds is cut and
-// ends in "...". launch stays 0 (the backend stamps it).
+// ends in "...". launch stays 0 (the backend stamps it). Valid values: [0, bound), and
+// [1, bound) for kSequenceLength.
 DeviceCheckSite make_device_check_site(DeviceCheckKind kind, int64_t bound, std::string_view op,
                                        std::string_view context = {});
 
@@ -101,6 +105,10 @@ std::string index_out_of_range_message(std::string_view op, int64_t value, int64
 //   "cross_entropy: target class 5 is out of range for 5 classes of input (6, 5) (ignore_index -100)"
 std::string class_out_of_range_message(std::string_view op, int64_t value, int64_t classes,
                                        std::string_view context);
+
+//   "LSTM: length 0 of sequence 2 is outside [1, 7] for an input of shape (5, 7, 8)"
+std::string sequence_length_message(std::string_view op, int64_t value, int64_t sequence, int64_t steps,
+                                    std::string_view context);
 
 // The message of a failed record: its kind's message, then where the check ran and which
 // synchronizing call (`where`) reported it.
@@ -116,7 +124,8 @@ class DeviceCheckMailbox {
   // A copy of `site` stamped with a fresh nonzero launch id.
   DeviceCheckSite stamp(DeviceCheckSite site);
   // After the host has waited for the device: if a check failed, clears the record,
-  // re-arms the device and throws its IndexError (described with `where`); else nothing.
+  // re-arms the device and throws its error (described with `where`): the IndexError the
+  // CPU throws, or its ValueError for a sequence length; else nothing.
   // A failure is thrown once.
   void raise_pending(std::string_view where);
 

@@ -120,13 +120,21 @@ onnx::FlatForward two_inputs(std::shared_ptr<M> m) {
   return [m](const Inputs& in) { return Inputs{m->forward(in[0], in[1])}; };
 }
 
-// The flagship's GPU path: the output at each text's last token, by gather.
+// output (B, T, H), lengths (B) -> output[b, lengths[b] - 1, :]: (B, H).
+Tensor last_outputs(const Tensor& output, const Tensor& lengths) {
+  const int64_t b = output.size(0), h = output.size(2);
+  const Tensor at = (lengths - 1).reshape({b, 1, 1}).expand({b, 1, h});  // (B, 1, H)
+  return output.gather(1, at).squeeze(1);
+}
+
+// The flagship's model over the padded batch, taking the output at each text's last token
+// by gather (what a PyTorch script that keeps its lengths on the GPU writes).
 Case flagship_gather(const std::string& name, int64_t hidden, std::pair<int64_t, int64_t> at, std::mt19937& rng) {
   auto m = std::make_shared<examples::SentimentLSTM>(50, 8, hidden, 4, 0.3);
   return {name, m,
           [m](const Inputs& in) {
             const Tensor out = m->lstm(m->embedding(in[0])).output;
-            return Inputs{m->fc(m->dropout(examples::SentimentLSTM::last_outputs(out, in[1])))};
+            return Inputs{m->fc(m->dropout(last_outputs(out, in[1])))};
           },
           [&rng](int64_t B, int64_t T) { return texts(B, T, 50, rng); },
           onnx::ExportOptions().input_names({"tokens", "lengths"}), at};
