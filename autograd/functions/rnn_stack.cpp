@@ -44,10 +44,12 @@ RNNStackResult fused_stack(kernels::RNNStackConfig config, const Tensor& x, cons
   return out;
 }
 
+}  // namespace
+
 // One whole-sequence node per layer and direction, with dropout between layers.
-RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tensor& x, const Tensor& h0,
-                              const Tensor& c0, const std::vector<Tensor>& weights,
-                              const std::vector<int64_t>& lengths) {
+RNNStackResult rnn_stack_by_layer(const kernels::RNNStackConfig& config, const Tensor& x, const Tensor& h0,
+                                  const Tensor& c0, const std::vector<Tensor>& weights,
+                                  const std::vector<int64_t>& lengths, const RNNLayerFn& run_layer) {
   const bool lstm = config.mode == kernels::RNNMode::LSTM;
   const int64_t D = config.bidirectional ? 2 : 1, L = config.num_layers;
   std::vector<Tensor> h_n, c_n;
@@ -57,7 +59,7 @@ RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tenso
     for (int64_t dir = 0; dir < D; ++dir) {
       const int64_t k = layer * D + dir;
       const Tensor* w = &weights[size_t(4 * k)];
-      RNNLayerResult r = rnn_layer(config.mode, layer_input, h0[k], lstm ? c0[k] : Tensor(), w[0], w[1], w[2],
+      RNNLayerResult r = run_layer(config.mode, layer_input, h0[k], lstm ? c0[k] : Tensor(), w[0], w[1], w[2],
                                    w[3], lengths, dir == 1);
       outputs.push_back(r.y);
       h_n.push_back(r.h_n);
@@ -71,12 +73,10 @@ RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tenso
   return out;
 }
 
-}  // namespace
-
 RNNStackResult rnn_stack(kernels::RNNStackConfig config, const Tensor& x, const Tensor& h0, const Tensor& c0,
                          const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths) {
   if (kernels::rnn_stack_supported(x)) return fused_stack(config, x, h0, c0, weights, lengths);
-  return layer_by_layer(config, x, h0, c0, weights, lengths);
+  return rnn_stack_by_layer(config, x, h0, c0, weights, lengths, rnn_layer);
 }
 
 }  // namespace loom

@@ -4,8 +4,10 @@
 // per layer and direction (autograd/functions/rnn_layer.h) with dropout between layers.
 #pragma once
 
+#include <functional>
 #include <vector>
 
+#include "autograd/functions/rnn_layer.h"
 #include "kernels/kernels.h"
 
 namespace loom {
@@ -27,5 +29,12 @@ struct RNNStackResult {
 // here from whether any input needs a gradient.
 RNNStackResult rnn_stack(kernels::RNNStackConfig config, const Tensor& x, const Tensor& h0, const Tensor& c0,
                          const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths);
+
+// rnn_stack's path where the device has no whole-stack kernel: run_layer (rnn_layer, or the
+// chunked one of autograd/functions/rnn_chunked.h) per layer and direction, dropout between.
+using RNNLayerFn = std::function<decltype(rnn_layer)>;
+RNNStackResult rnn_stack_by_layer(const RNNStackConfig& config, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                  const std::vector<Tensor>& weights, const std::vector<int64_t>& lengths,
+                                  const RNNLayerFn& run_layer);
 
 }  // namespace loom
