@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "autograd/functions/rnn_layer.h"
+#include "examples/text_classification_model.h"
 #include "nn/rnn.h"
 #include "test_util.h"
 
@@ -264,6 +265,34 @@ TEST_CASE("checkpoint_every(16): a long LSTM sequence's peak memory (CPU allocat
               static_cast<long long>(H), plain, chunked, double(chunked) / double(plain));
   CHECK(relative_error(g_chunked, g_plain) < 1e-5);
   CHECK(double(chunked) < 0.35 * double(plain));  // measured 0.21x
+}
+
+// The flagship's model (--checkpoint-every): a few Adam steps on texts of their own lengths,
+// with dropout after the LSTM, take the same losses and weights as without.
+TEST_CASE("checkpoint_every: the flagship model trains to the same losses and weights", "[rnn][checkpoint]") {
+  const auto train = [](int64_t k) {
+    manual_seed(31);
+    examples::SentimentLSTM model(50, 8, 12, 2, /*dropout=*/0.3, k);
+    optim::Adam adam(model.parameters(), optim::AdamOptions(1e-2));
+    const Tensor tokens = randint(1, 50, {6, 20});
+    const Tensor lengths = from_vector<int64_t>({20, 3, 11, 17, 1, 8}, {6});
+    const Tensor labels = from_vector<int64_t>({0, 1, 1, 0, 1, 0}, {6});
+    std::vector<double> losses;
+    for (int step = 0; step < 3; ++step) {
+      adam.zero_grad();
+      const Tensor loss = nn::functional::cross_entropy(model.forward(tokens, lengths), labels);
+      loss.backward();
+      adam.step();
+      losses.push_back(loss.item<double>());
+    }
+    return std::pair{losses, model.lstm->parameters()[1].detach().clone()};
+  };
+  const auto [plain_losses, plain_w] = train(0);
+  const auto [losses, w] = train(4);
+  REQUIRE(losses.size() == plain_losses.size());
+  for (size_t i = 0; i < losses.size(); ++i) CHECK(std::abs(losses[i] - plain_losses[i]) <= 1e-6 * plain_losses[i]);
+  CHECK(plain_losses.back() < plain_losses.front());
+  CHECK(relative_error(w, plain_w) < 1e-5);
 }
 
 TEST_CASE("checkpoint_every: a negative k is a ValueError naming the layer", "[rnn][checkpoint]") {
