@@ -14,9 +14,11 @@
 // at t0 gets the chunk-local lengths clamp(length - t0, 0, steps): a row with 0 there is
 // skipped at every step, so its state passes through unchanged and its output is zero
 // (Note [recurrent layer rules]): in forward a row that has ended, in reverse one that
-// has not started. The recurrences and their order are the unchunked ones, so y, h_n and
-// c_n are the same; the weight gradients are summed chunk by chunk (see
-// tests/test_rnn_checkpoint.cpp for how close). Dropout between layers stays outside the
+// has not started. The recurrences and their order are the unchunked ones, so y, h_n, c_n
+// and every gradient are the same to rounding: the input projections' GEMMs see k·B rows
+// instead of T·B (the CPU's GEMM may round a row differently) and the weight gradients are
+// summed chunk by chunk (tests/test_rnn_checkpoint.cpp says which float32 results are
+// bit-identical; in float64 all agree to 1e-13). Dropout between layers stays outside the
 // chunks (rnn_stack_by_layer draws it once per layer in forward), so the recomputation
 // draws no masks. The stack always runs layer by layer here, also on a GPU whose plain
 // path is cuDNN's whole-stack kernel (whose dropout masks are cuDNN's own).
@@ -42,7 +44,7 @@ RNNLayerResult chunked_layer(int64_t every, RNNMode mode, const Tensor& x, const
                              const std::vector<int64_t>& lengths, bool reverse) {
   const int64_t T = x.size(0), chunks = (T + every - 1) / every;
   std::vector<Tensor> ys(static_cast<size_t>(chunks));  // (steps, B, H) each, in time order
-  Tensor h = h0, c = c0;                   // (B, H): the state carried from chunk to chunk
+  Tensor h = h0, c = c0;  // (B, H): the state carried from chunk to chunk
   for (int64_t i = 0; i < chunks; ++i) {
     const int64_t chunk = reverse ? chunks - 1 - i : i;
     const int64_t t0 = chunk * every, steps = std::min(every, T - t0);
