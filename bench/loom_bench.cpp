@@ -4,7 +4,7 @@
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
 //              [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both]
-//              [--checkpoint-activations] [--profile DIR] [WORKLOAD ...]
+//              [--checkpoint-activations] [--checkpoint-every K] [--profile DIR] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -42,6 +42,9 @@
 // --checkpoint-activations builds the Transformer workloads' encoders with checkpoint_layers
 // (each layer's activations recomputed in backward, loom::checkpoint): against a run without,
 // peak_mem_bytes shows the memory saved, ms_per_step the recomputation's cost.
+// --checkpoint-every K builds the LSTM workloads' layers with RNNOptions::checkpoint_every(K)
+// (activations recomputed in backward K time steps at a time); "checkpoint_every" in the
+// JSON line says which (0: off).
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
 // --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
@@ -184,10 +187,14 @@ struct EmbedMean : nn::Module {
   nn::Linear fc;
 };
 
+// --checkpoint-every K: the LSTM workloads recompute their activations K steps at a time.
+int64_t checkpoint_every = 0;
+
 struct LSTMClassifier : nn::Module {
   LSTMClassifier(int64_t vocab, int64_t dim, int64_t hidden, int64_t layers)
       : emb(register_module("emb", nn::Embedding(vocab, dim))),
-        lstm(register_module("lstm", nn::LSTM(nn::RNNOptions(dim, hidden).num_layers(layers).batch_first(true)))),
+        lstm(register_module("lstm", nn::LSTM(nn::RNNOptions(dim, hidden).num_layers(layers).batch_first(true)
+                                                  .checkpoint_every(checkpoint_every)))),
         fc(register_module("fc", nn::Linear(hidden, 2))) {}
   Tensor forward(const Tensor& tokens) { return fc(last_step(lstm(emb(tokens)).output)); }  // (B, T) -> (B, 2)
   nn::Embedding emb;
@@ -395,13 +402,13 @@ void run(const Workload& w, Device device, const RunOptions& options) {
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.9f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
       "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s,\"deterministic\":%s,"
-      "\"checkpoint_activations\":%s}\n",
+      "\"checkpoint_activations\":%s,\"checkpoint_every\":%lld}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()),
       step.last_replayed() ? "true" : "false", are_deterministic_algorithms_enabled() ? "true" : "false",
-      checkpoint_activations ? "true" : "false");
+      checkpoint_activations ? "true" : "false", static_cast<long long>(checkpoint_every));
   std::fflush(stdout);
 }
 
@@ -430,7 +437,7 @@ std::string error_kind(const Error& e) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
                "       [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both] [--checkpoint-activations]\n"
-               "       [--profile DIR] [WORKLOAD ...]\n"
+               "       [--checkpoint-every K] [--profile DIR] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -472,6 +479,8 @@ int main(int argc, char** argv) {
       options.deterministic = m == "both" ? std::vector<bool>{false, true} : std::vector<bool>{m == "on"};
     } else if (arg == "--checkpoint-activations") {
       checkpoint_activations = true;
+    } else if (arg == "--checkpoint-every" && has_value) {
+      checkpoint_every = positive_int("--checkpoint-every", argv[++i], argv[0]);
     } else if (arg == "--cuda-graph") {
       options.cuda_graph = true;
     } else if (arg == "--float-gemm" && has_value) {

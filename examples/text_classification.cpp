@@ -19,6 +19,8 @@
 //   (a saved checkpoint's model as ONNX, without training: docs/onnx.md)
 //   ./build/cpu/examples/text_classification --accum-steps 4 --batch-size 8  # steps of 32 texts
 //   ./build/cpu/examples/text_classification --amp bf16   # mixed precision (fp16 on CUDA)
+//   ./build/cpu/examples/text_classification --checkpoint-every 16  # LSTM activations recomputed
+//   (in backward, 16 time steps at a time: less memory for long texts, the same numbers)
 //   ./build/cpu/examples/text_classification --profile runs/profile  # trace, timeline and table of 5 steps
 //   ./build/cuda/examples/text_classification --device cuda --cuda-graph  # each step one CUDA graph
 //   build/cpu/loomrun --nproc-per-node 2 build/cpu/examples/text_classification --distributed
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   examples::CudaGraphOption cuda_graph;
   int epochs = 5, threads = 0, stop_after = 0;
   size_t batch_size = 32, workers = 2, embed_dim = 100, hidden = 128, accum_steps = 1;
+  int64_t checkpoint_every = 0;
   double lr = 3e-3, dropout = 0.3;
   bool smoke_test = false;
   bool deterministic = false;
@@ -90,6 +93,10 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
   app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-every", checkpoint_every,
+                 "recompute the LSTM's activations in backward in chunks of K time steps: less memory, "
+                 "more compute, the same results (0: off; nn::RNNOptions::checkpoint_every)")
+      ->check(CLI::NonNegativeNumber);
   keep_best.add_to(app);
   amp_option.add_to(app);
   onnx_option.add_to(app);
@@ -120,7 +127,8 @@ int main(int argc, char** argv) {
                                               distributed.shard());
     auto test_loader = examples::text_loader(task.test, 256, false, 0, workers, device.is_cuda());
 
-    auto model = std::make_shared<examples::SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout);
+    auto model = std::make_shared<examples::SentimentLSTM>(task.vocab.size(), embed_dim, hidden, task.labels.size(), dropout,
+                                                              checkpoint_every);
     model->to(device);
     if (onnx_option.export_saved(model, int64_t(task.vocab.size()), device)) return 0;  // no training
     // Wrapped after a resume would also do: the wrapper copies rank 0's weights to all.

@@ -8,10 +8,14 @@
 namespace examples {
 
 struct SentimentLSTM : loom::nn::Module {
-  SentimentLSTM(int64_t vocab, int64_t dim, int64_t hidden, int64_t classes, double dropout)
+  // checkpoint_every: the LSTM recomputes its activations in backward in chunks of that
+  // many steps (nn::RNNOptions::checkpoint_every; 0: off).
+  SentimentLSTM(int64_t vocab, int64_t dim, int64_t hidden, int64_t classes, double dropout,
+                int64_t checkpoint_every = 0)
       : embedding(register_module("embedding",
                                   loom::nn::Embedding(loom::nn::EmbeddingOptions(vocab, dim).padding_idx(0)))),
-        lstm(register_module("lstm", loom::nn::LSTM(loom::nn::RNNOptions(dim, hidden).batch_first(true)))),
+        lstm(register_module("lstm", loom::nn::LSTM(loom::nn::RNNOptions(dim, hidden).batch_first(true)
+                                                        .checkpoint_every(checkpoint_every)))),
         dropout(register_module("dropout", loom::nn::Dropout(dropout))),
         fc(register_module("fc", loom::nn::Linear(hidden, classes))) {}
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "autograd/autocast.h"
+#include "autograd/functions/rnn_chunked.h"
 #include "autograd/functions/rnn_layer.h"
 #include "autograd/functions/rnn_stack.h"
 #include "core/factories.h"
@@ -55,6 +56,8 @@ RNNBaseImpl::RNNBaseImpl(RNNMode mode, const RNNOptions& o, const char* type_nam
              o.hidden_size_, ", ", o.num_layers_);
   LOOM_CHECK(o.dropout_ >= 0 && o.dropout_ <= 1, ValueError, type_name, ": dropout must be in [0, 1], got ",
              o.dropout_);
+  LOOM_CHECK(o.checkpoint_every_ >= 0, ValueError, type_name, ": checkpoint_every must be >= 0 (0: off), got ",
+             o.checkpoint_every_);
   const int64_t G = rnn_gates(mode), H = o.hidden_size_, D = o.bidirectional_ ? 2 : 1;
   for (int64_t layer = 0; layer < o.num_layers_; ++layer) {
     for (int64_t dir = 0; dir < D; ++dir) {
@@ -124,7 +127,7 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input_in, const RNNState& state_in,
   // The device's whole-stack kernel (cuDNN) or one node per layer: rnn_stack decides.
   const RNNStackConfig config{mode_, options.input_size_, H, L, options.bidirectional_,
                                        is_training() ? options.dropout_ : 0.0};
-  const RNNStackResult r = rnn_stack(config, x, h0, c0, weights, lens);
+  const RNNStackResult r = rnn_stack_chunked(config, options.checkpoint_every_, x, h0, c0, weights, lens);
   RNNOutput out{options.batch_first_ ? r.y.transpose(0, 1) : r.y, r.h_n, r.c_n};
   if (trace) trace.record({"rnn", {input_in, state_in.h, state_in.c, lengths}, {out.output, out.h_n, out.c_n}, {}, {}, this});
   return out;

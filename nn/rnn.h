@@ -25,12 +25,16 @@ struct RNNOptions {
   RNNOptions& bidirectional(bool b) { bidirectional_ = b; return *this; }
   // RNN only: "tanh" or "relu".
   RNNOptions& nonlinearity(std::string n) { nonlinearity_ = std::move(n); return *this; }
+  // Recompute activations in backward in chunks of k time steps (0: off; Note [chunked
+  // recurrent layers] in autograd/functions/rnn_chunked.cpp): less memory, more compute.
+  RNNOptions& checkpoint_every(int64_t k) { checkpoint_every_ = k; return *this; }
   int64_t input_size_, hidden_size_;
   int64_t num_layers_ = 1;
   bool bias_ = true, batch_first_ = false;
   double dropout_ = 0.0;
   bool bidirectional_ = false;
   std::string nonlinearity_ = "tanh";
+  int64_t checkpoint_every_ = 0;
 };
 
 // Initial or final states: h (and c for LSTM) of shape (num_layers · directions, B, H).

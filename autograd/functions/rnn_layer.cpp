@@ -26,12 +26,16 @@ RNNLayerResult rnn_layer(kernels::RNNMode mode, const Tensor& x, const Tensor& h
     std::vector<Tensor> outputs{out.y, out.h_n};
     if (lstm) outputs.push_back(out.c_n);
     // The weights and the input are saved (checked against in-place changes such as an
-    // optimizer step before backward); the reserve is private to this node.
-    record(rnn_backward_name(mode), {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, outputs, {x, w_ih, w_hh},
-           [in, reserve = fwd.reserve, lstm](BackwardContext& ctx) mutable {
+    // optimizer step before backward), and so is the reserve, so that saved-tensor hooks see
+    // it (activation checkpointing drops it: autograd/functions/rnn_chunked.cpp).
+    const kernels::RNNReserve& r = fwd.reserve;
+    record(rnn_backward_name(mode), {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, outputs,
+           {x, w_ih, w_hh, r.h_prev, r.c_prev, r.tanh_c, r.gates, r.gh_n},
+           [in, lstm](BackwardContext& ctx) mutable {
              in.x = ctx.saved[0];
              in.w_ih = ctx.saved[1];
              in.w_hh = ctx.saved[2];
+             const kernels::RNNReserve reserve{ctx.saved[3], ctx.saved[4], ctx.saved[5], ctx.saved[6], ctx.saved[7]};
              kernels::RNNLayerGrads g = kernels::rnn_layer_backward(
                  in, reserve, ctx.grads[0], ctx.grads[1], lstm ? ctx.grads[2] : Tensor());
              return std::vector<Tensor>{g.dx, g.dh0, g.dc0, g.dw_ih, g.dw_hh, g.db_ih, g.db_hh};

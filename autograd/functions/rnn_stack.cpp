@@ -45,9 +45,12 @@ RNNStackResult fused_stack(kernels::RNNStackConfig config, const Tensor& x, cons
   return out;
 }
 
+}  // namespace
+
 // One whole-sequence node per layer and direction, with dropout between layers.
-RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tensor& x, const Tensor& h0,
-                              const Tensor& c0, const std::vector<Tensor>& weights, const RNNLengths& lengths) {
+RNNStackResult rnn_stack_by_layer(const kernels::RNNStackConfig& config, const Tensor& x, const Tensor& h0,
+                                  const Tensor& c0, const std::vector<Tensor>& weights,
+                                  const RNNLengths& lengths, const RNNLayerFn& run_layer) {
   const bool lstm = config.mode == kernels::RNNMode::LSTM;
   const int64_t D = config.bidirectional ? 2 : 1, L = config.num_layers;
   std::vector<Tensor> h_n, c_n;
@@ -57,7 +60,7 @@ RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tenso
     for (int64_t dir = 0; dir < D; ++dir) {
       const int64_t k = layer * D + dir;
       const Tensor* w = &weights[size_t(4 * k)];
-      RNNLayerResult r = rnn_layer(config.mode, layer_input, h0[k], lstm ? c0[k] : Tensor(), w[0], w[1], w[2],
+      RNNLayerResult r = run_layer(config.mode, layer_input, h0[k], lstm ? c0[k] : Tensor(), w[0], w[1], w[2],
                                    w[3], lengths, dir == 1);
       outputs.push_back(r.y);
       h_n.push_back(r.h_n);
@@ -70,8 +73,6 @@ RNNStackResult layer_by_layer(const kernels::RNNStackConfig& config, const Tenso
   if (lstm) out.c_n = stack(c_n, 0);
   return out;
 }
-
-}  // namespace
 
 RNNLengths rnn_lengths(const Tensor& lengths, const Tensor& x, const char* op, const Shape& input_shape) {
   if (!lengths.defined()) return {};
@@ -93,7 +94,7 @@ RNNStackResult rnn_stack(kernels::RNNStackConfig config, const Tensor& x, const 
                          const std::vector<Tensor>& weights, const RNNLengths& lengths) {
   if (!lengths.device.defined() && kernels::rnn_stack_supported(x))
     return fused_stack(config, x, h0, c0, weights, lengths.host);
-  return layer_by_layer(config, x, h0, c0, weights, lengths);
+  return rnn_stack_by_layer(config, x, h0, c0, weights, lengths, rnn_layer);
 }
 
 }  // namespace loom

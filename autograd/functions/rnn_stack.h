@@ -7,6 +7,7 @@
 // while the layer kernels mask each step on the device (Note [recurrent layer rules]).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "autograd/functions/rnn_layer.h"
@@ -38,5 +39,12 @@ RNNLengths rnn_lengths(const Tensor& lengths, const Tensor& x, const char* op, c
 // is set here from whether any input needs a gradient.
 RNNStackResult rnn_stack(kernels::RNNStackConfig config, const Tensor& x, const Tensor& h0, const Tensor& c0,
                          const std::vector<Tensor>& weights, const RNNLengths& lengths);
+
+// rnn_stack's path where the device has no whole-stack kernel: run_layer (rnn_layer, or the
+// chunked one of autograd/functions/rnn_chunked.h) per layer and direction, dropout between.
+using RNNLayerFn = std::function<decltype(rnn_layer)>;
+RNNStackResult rnn_stack_by_layer(const RNNStackConfig& config, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                  const std::vector<Tensor>& weights, const RNNLengths& lengths,
+                                  const RNNLayerFn& run_layer);
 
 }  // namespace loom
