@@ -70,32 +70,44 @@ TEST_CASE("flagship model: the LSTM over each text's length equals the padded ou
 
 TEST_CASE("flagship model: lengths on the device give the CPU lengths' numbers bit for bit, without a host sync",
           "[examples][cuda_emulation]") {
-  manual_seed(22);
-  examples::SentimentLSTM cpu_model(40, 8, 12, 3, /*dropout=*/0.2);
-  const Texts texts = random_texts({7, 2, 5, 1, 7, 3}, 7, 40);
-  manual_seed(5);  // the dropout masks
-  const Tensor cpu_logits = cpu_model.forward(texts.tokens, texts.lengths);
-  cpu_logits.pow(2).sum().backward();
+  // Plain, and with the LSTM recomputed in chunks of 3 steps (whose chunk-local lengths are
+  // computed where the lengths live).
+  for (int64_t every : {0, 3}) {
+    INFO("checkpoint_every " << every);
+    manual_seed(22);
+    examples::SentimentLSTM cpu_model(40, 8, 12, 3, /*dropout=*/0.2, every);
+    const Texts texts = random_texts({7, 2, 5, 1, 7, 3}, 7, 40);
+    manual_seed(5);  // the dropout masks
+    const Tensor cpu_logits = cpu_model.forward(texts.tokens, texts.lengths);
+    cpu_logits.pow(2).sum().backward();
 
-  cuda::EmulationGuard emulate;
-  examples::SentimentLSTM model(40, 8, 12, 3, /*dropout=*/0.2);
-  model.load_state_dict(cpu_model.state_dict());
-  model.to(kCUDA);
-  const Tensor tokens = texts.tokens.to(kCUDA), lengths = texts.lengths.to(kCUDA);
-  manual_seed(5);
-  const uint64_t syncs = cuda::host_sync_count();
-  const Tensor logits = model.forward(tokens, lengths);
-  logits.pow(2).sum().backward();
-  CHECK(cuda::host_sync_count() == syncs);  // the lengths were never read on the host
-  REQUIRE(logits.is_cuda());
-  REQUIRE(test::bit_equal(logits.cpu(), cpu_logits));
-  const nn::NamedTensors cpu_params = cpu_model.named_parameters(), params = model.named_parameters();
-  for (size_t k = 0; k < params.size(); ++k) {
-    INFO(params[k].first);
-    REQUIRE(cpu_params[k].second.grad().abs().sum().item<double>() > 0);
-    REQUIRE(test::bit_equal(params[k].second.grad().cpu(), cpu_params[k].second.grad()));
+    cuda::EmulationGuard emulate;
+    examples::SentimentLSTM model(40, 8, 12, 3, /*dropout=*/0.2, every);
+    model.load_state_dict(cpu_model.state_dict());
+    model.to(kCUDA);
+    const Tensor tokens = texts.tokens.to(kCUDA), lengths = texts.lengths.to(kCUDA);
+    manual_seed(5);
+    const uint64_t syncs = cuda::host_sync_count();
+    const Tensor logits = model.forward(tokens, lengths);
+    logits.pow(2).sum().backward();
+    CHECK(cuda::host_sync_count() == syncs);  // the lengths were never read on the host
+    REQUIRE(logits.is_cuda());
+    REQUIRE(test::bit_equal(logits.cpu(), cpu_logits));
+    const nn::NamedTensors cpu_params = cpu_model.named_parameters(), params = model.named_parameters();
+    for (size_t k = 0; k < params.size(); ++k) {
+      INFO(params[k].first);
+      REQUIRE(cpu_params[k].second.grad().abs().sum().item<double>() > 0);
+      REQUIRE(test::bit_equal(params[k].second.grad().cpu(), cpu_params[k].second.grad()));
+    }
   }
 
+  manual_seed(23);
+  examples::SentimentLSTM cpu_model(40, 8, 12, 3, /*dropout=*/0.2);
+  const Texts texts = random_texts({7, 2, 5, 1, 7, 3}, 7, 40);
+  cuda::EmulationGuard emulate;
+  examples::SentimentLSTM model(40, 8, 12, 3, /*dropout=*/0.2);
+  model.to(kCUDA);
+  const Tensor tokens = texts.tokens.to(kCUDA), lengths = texts.lengths.to(kCUDA);
   // Lengths on the device are checked there: a bad one is the CPU's ValueError (the
   // emulated device runs the CPU's check, so it is thrown at once); lengths on a device
   // other than the input's, a DeviceError.

@@ -209,7 +209,7 @@ TEST_CASE("rnn layer kernel: a row of length 0 keeps its state and outputs zeros
       const Tensor w_ih = random_nonzero({G * H, I}, kFloat64, -0.5, 0.5).requires_grad_(true);
       const Tensor w_hh = random_nonzero({G * H, H}, kFloat64, -0.5, 0.5).requires_grad_(true);
       const Tensor b = random_nonzero({G * H}, kFloat64, -0.5, 0.5);
-      const RNNLayerResult r = rnn_layer(m, x, h0, c0, w_ih, w_hh, b, b, {0, 2, 0}, reverse);
+      const RNNLayerResult r = rnn_layer(m, x, h0, c0, w_ih, w_hh, b, b, std::vector<int64_t>{0, 2, 0}, reverse);
       CHECK(r.y.select(1, 0).abs().max().item<double>() == 0);
       CHECK(r.y.select(1, 2).abs().max().item<double>() == 0);
       CHECK(r.y.select(1, 1).abs().max().item<double>() > 0);
