@@ -46,17 +46,18 @@ int64_t differing_elements(const Tensor& a, const Tensor& b) {
   return n;
 }
 
-// |got - want| <= tol · max|want| elementwise.
+// |got - want| <= tol · (max|want| + |want|) elementwise (the 16-bit gradients are sums of
+// many rounded products: their error scales with the largest, as in test_attention_cuda.cpp).
 void check_close_to(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  INFO(what);
   const std::vector<double> g = got.to(kFloat64).cpu().to_vector<double>(), w = want.to(kFloat64).cpu().to_vector<double>();
   REQUIRE(g.size() == w.size());
   double scale = 0;
   for (double v : w) scale = std::max(scale, std::abs(v));
   REQUIRE(scale > 0);
   for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i << ": " << g[i] << " vs " << w[i]);
-    REQUIRE(std::abs(g[i] - w[i]) <= tol * scale);
+    if (std::abs(g[i] - w[i]) <= tol * (scale + std::abs(w[i]))) continue;  // NaN fails
+    FAIL(what << " element " << i << ": got " << g[i] << ", expected " << w[i] << " (largest |expected| " << scale
+              << ")");
   }
 }
 
@@ -99,7 +100,8 @@ TEST_CASE("cuda deterministic: cuDNN attention's backward gives the same dq, dk 
     // Against the composition of ops in float32 from the same rounded inputs.
     const auto ref = grads(kernels::SDPBackend::MATH, q.to(kFloat32), k.to(kFloat32), v.to(kFloat32),
                            gy.to(kFloat32));
-    for (int i = 0; i < 3; ++i) check_close_to(first[size_t(i)], ref[size_t(i)], 2e-2, names[i]);
+    const double tol = dtype == kFloat16 ? 5e-3 : 3e-2;
+    for (int i = 0; i < 3; ++i) check_close_to(first[size_t(i)], ref[size_t(i)], tol, names[i]);
 
     // With the mode off the same call is another plan (the default backward), and one built
     // with the mode on again is found, not rebuilt.
