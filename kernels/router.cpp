@@ -259,10 +259,12 @@ void cudnn_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 std::string attention_refusal(SDPBackend backend, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& bias, bool causal, double dropout_p, bool needs_backward) {
   const Backend& b = backend_for(q.device(), "scaled_dot_product_attention");
-  // Loom's fused CUDA backward adds dq with atomics, cuDNN's (without its deterministic
-  // algorithm, which Loom does not ask for) may too: MATH then (Note [deterministic algorithms]).
-  if (backend != SDPBackend::MATH && q.is_cuda() && needs_backward && are_deterministic_algorithms_enabled())
-    return "its backward is not deterministic, and deterministic algorithms are on";
+  // Under deterministic mode Loom's fused CUDA backward is refused; cuDNN's takes its
+  // deterministic algorithm (Note [deterministic algorithms]).
+  if (std::string why = deterministic_attention_refusal(backend, q.is_cuda(), needs_backward,
+                                                        are_deterministic_algorithms_enabled());
+      !why.empty())
+    return why;
   if (backend == SDPBackend::FLASH_ATTENTION) {
     if (b.attention_forward == nullptr || b.attention_backward == nullptr)
       return ::loom::detail::str("the ", b.name, " backend has no fused attention kernels");

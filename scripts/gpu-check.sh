@@ -3,6 +3,7 @@
 # nvidia-* pip packages, no network, no Debian dev packages). It compiles nothing: it
 # unpacks what scripts/gpu-pack.sh built here (.gpu-pack/loom-gpu.tar.xz), then runs
 #   1. the CUDA tests (ctest -L cuda: every "[.cuda]" test case and the examples on cuda:0),
+#      then deterministic mode's GPU checks again by name, their measurements in the summary,
 #   2. Loom's GPU benchmarks beside PyTorch's, same GPU, same run (bench_cuda and
 #      torch_cuda_bench.py; loom-bench and torch_workloads.py in float32, bf16 and fp16 autocast,
 #      and replayed as CUDA graphs with --cuda-graph),
@@ -101,6 +102,11 @@ if wanted tests; then
   tests_rc=$?
   sed -n '/The following tests FAILED/,$p' "$out/ctest-cuda.log"
   grep -E -B2 -A6 "FAILED:|with expansion|due to unexpected exception|SIGSEGV|Subprocess aborted" "$out/ctest-cuda.log" | head -60
+  # Deterministic mode's GPU checks by name (tests/test_deterministic_cuda.cpp): cuDNN
+  # attention's backward and a cuDNN LSTM bit for bit over two runs, and how many of dq's
+  # elements the default cuDNN backward changed between two runs ("measured:" lines).
+  budgeted 60 "$build/loom_tests" "cuda deterministic*" >"$out/deterministic-cuda.log" 2>&1
+  grep -E "^measured:|test cases|FAILED" "$out/deterministic-cuda.log"
 fi
 
 # ---- 2. benchmarks, Loom then PyTorch ------------------------------------------------------------
@@ -176,6 +182,12 @@ else:
         print("CUDA tests: no result (cut short?):", (text.strip().splitlines() or [""])[-1])
     nccl = re.findall(r"Test +#\d+: (ProcessGroupNCCL[^.]*?) \.+\W*(\w+)", text)
     print("NCCL tests: " + (", ".join("%s: %s" % (s, n[:60]) for n, s in nccl) if nccl else "none ran"))
+text = read("deterministic-cuda.log")
+if text is not None:
+    result = re.findall(r"(All tests passed.*|test cases:.*)", text)
+    print("deterministic GPU checks (cuda deterministic*): " + (result[-1].strip() if result else "no result (cut short?)"))
+    for line in re.findall(r"^measured: .*$", text, re.M):
+        print("  " + line)
 for tool in ("memcheck", "racecheck", "initcheck"):
     text = read(tool + ".txt")
     if text is None:

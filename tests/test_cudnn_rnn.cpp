@@ -140,6 +140,37 @@ TEST_CASE("cudnn rnn plan (host): LOOM_CUDNN_RNN_ALGO's values and the tests' ov
   CHECK(rnn_algo_for(ragged, CudnnRNNAlgo::PersistStaticSmallH) == CudnnRNNAlgo::Standard);
 }
 
+TEST_CASE("cudnn rnn plan (host): deterministic mode runs STANDARD whatever the rule or an override says",
+          "[cuda_host][deterministic]") {
+  using kernels::cuda::choose_rnn_algo;
+  using kernels::cuda::rnn_algo_for;
+  // Configurations for each algorithm the rule picks with the mode off.
+  RNNAlgoQuery persist = sentiment(kFloat16), small_h = sentiment(kFloat32), standard = sentiment(kFloat32);
+  small_h.hidden_size = 64;
+  REQUIRE(choose_rnn_algo(persist) == CudnnRNNAlgo::PersistStatic);
+  REQUIRE(choose_rnn_algo(small_h) == CudnnRNNAlgo::PersistStaticSmallH);
+  REQUIRE(choose_rnn_algo(standard) == CudnnRNNAlgo::Standard);
+  for (RNNAlgoQuery q : {persist, small_h, standard}) {
+    const CudnnRNNAlgo off = choose_rnn_algo(q);
+    INFO("the rule's choice with the mode off: " << kernels::cuda::rnn_algo_name(off));
+    CHECK(rnn_algo_for(q, std::nullopt) == off);  // off: unchanged
+    CHECK(rnn_algo_for(q, CudnnRNNAlgo::PersistStatic) == CudnnRNNAlgo::PersistStatic);
+    q.deterministic = true;
+    CHECK_FALSE(kernels::cuda::persistent_rnn_possible(q));
+    CHECK(choose_rnn_algo(q) == CudnnRNNAlgo::Standard);
+    CHECK(rnn_algo_for(q, std::nullopt) == CudnnRNNAlgo::Standard);
+    for (CudnnRNNAlgo forced : {CudnnRNNAlgo::PersistStatic, CudnnRNNAlgo::PersistStaticSmallH})
+      CHECK(rnn_algo_for(q, forced) == CudnnRNNAlgo::Standard);  // the environment's or a test's override
+  }
+  // Where the rule picks a persistent algorithm the mode changes the layer key (its algorithm):
+  // no descriptor built with the mode off serves a call with it on.
+  kernels::cuda::CudnnRNNLayerKey a, b;
+  a.algo = rnn_algo_for(small_h, std::nullopt);
+  small_h.deterministic = true;
+  b.algo = rnn_algo_for(small_h, std::nullopt);
+  CHECK_FALSE(a == b);
+}
+
 TEST_CASE("cudnn rnn plan (host): keys tell configurations apart, the LRU keeps the recent ones", "[cuda_host]") {
   kernels::cuda::CudnnRNNLayerKey a;
   a.input_size = 8;

@@ -1,7 +1,9 @@
 // Deterministic mode (core/deterministic.h): the switch and warn_only; the alert's raise and
 // warning naming the op; the CUDA rules checked on the host (scatter-adds in order for
-// floats, attention's fused tiers refused when their backward will run, seen through the
-// emulated cuda:0); and training on the CPU giving the same bits at 1 and 2 threads.
+// floats, Loom's fused attention tier refused when its backward will run while cuDNN's
+// stays, seen through the emulated cuda:0; cuDNN attention plans keyed by the mode); and
+// training on the CPU giving the same bits at 1 and 2 threads. The cuDNN RNN algorithm rule
+// under the mode is in test_cudnn_rnn.cpp, the GPU runs in test_deterministic_cuda.cpp.
 #include <cstring>
 
 #include "test_util.h"
@@ -11,6 +13,9 @@
 #include "core/parallel.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_backend.h"
+#include "kernels/attention/cudnn_attention_plan.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/support/lru_cache.h"
 #include "kernels/support/scatter_add_rule.h"
 #include "nn/functional.h"
 #include "nn/transformer.h"
@@ -60,7 +65,76 @@ TEST_CASE("deterministic mode: CUDA scatter-adds of floats add in order, integer
   }
 }
 
-TEST_CASE("deterministic mode: attention whose backward runs on cuda:0 takes the MATH tier", "[deterministic][cuda_emulation]") {
+TEST_CASE("deterministic mode: the CPU GEMMs' one block rule", "[deterministic]") {
+  using kernels::cpu::gemm_row_block;
+  using kernels::cpu::kDeterministicGemmBlock;
+  REQUIRE(kDeterministicGemmBlock == 512);
+  // (extent, the block in deterministic mode): 512 rows, or no split where one block holds them.
+  const std::pair<int64_t, int64_t> cases[] = {{1, 0}, {300, 0}, {512, 0}, {513, 512}, {5000, 512}};
+  for (const auto& [extent, fixed] : cases) {
+    for (int64_t by_threads : {int64_t(0), int64_t(64), int64_t(2500)}) {
+      INFO("extent " << extent << ", by the threads " << by_threads);
+      CHECK(gemm_row_block(extent, by_threads, false) == by_threads);  // off: the caller's split
+      CHECK(gemm_row_block(extent, by_threads, true) == fixed);        // on: whatever the threads
+    }
+  }
+}
+
+TEST_CASE("deterministic mode: the fused attention tier each mode allows, forward only and with a backward",
+          "[deterministic]") {
+  using kernels::SDPBackend;
+  using kernels::deterministic_attention_refusal;
+  for (bool mode : {false, true}) {
+    for (bool on_gpu : {false, true}) {
+      for (bool backward : {false, true}) {
+        INFO((mode ? "deterministic" : "off") << (on_gpu ? ", GPU" : ", CPU") << (backward ? ", backward" : ""));
+        // Only Loom's fused CUDA backward (atomics on dq) is refused; cuDNN's backward takes
+        // its deterministic algorithm, the CPU's adds in a fixed order.
+        const std::string flash = deterministic_attention_refusal(SDPBackend::FLASH_ATTENTION, on_gpu, backward, mode);
+        CHECK(flash.empty() == !(mode && on_gpu && backward));
+        CHECK(deterministic_attention_refusal(SDPBackend::CUDNN_ATTENTION, on_gpu, backward, mode).empty());
+        CHECK(deterministic_attention_refusal(SDPBackend::MATH, on_gpu, backward, mode).empty());
+      }
+    }
+  }
+}
+
+TEST_CASE("deterministic mode: a cuDNN attention plan is keyed by the mode", "[deterministic]") {
+  const DeterministicGuard restore;
+  manual_seed(5);
+  const Tensor q = random_nonzero({2, 4, 16, 64}, kBFloat16), k = random_nonzero({2, 4, 24, 64}, kBFloat16),
+               v = random_nonzero({2, 4, 24, 64}, kBFloat16);
+  use_deterministic_algorithms(false);
+  const kernels::AttentionSignature off = kernels::attention_signature(q, k, v, Tensor(), Tensor(), false, 0.0);
+  use_deterministic_algorithms(true);
+  const kernels::AttentionSignature on = kernels::attention_signature(q, k, v, Tensor(), Tensor(), false, 0.0);
+  use_deterministic_algorithms(true, /*warn_only=*/true);  // warn_only: the deterministic graph too
+  const kernels::AttentionSignature warn = kernels::attention_signature(q, k, v, Tensor(), Tensor(), false, 0.0);
+  CHECK_FALSE(off.deterministic);
+  CHECK(on.deterministic);
+  CHECK(warn == on);
+  // The same call in the other mode is another plan: only the flag tells them apart.
+  CHECK_FALSE(off == on);
+  kernels::AttentionSignature flipped = off;
+  flipped.deterministic = true;
+  CHECK(flipped == on);
+  const kernels::AttentionSignatureHash hash;
+  CHECK(hash(off) != hash(on));
+  CHECK(hash(flipped) == hash(on));
+  // A plan cache holds both, each found under its own key.
+  kernels::LruCache<kernels::AttentionSignature, int, kernels::AttentionSignatureHash> cache(4);
+  cache.insert(off, 1);
+  cache.insert(on, 2);
+  REQUIRE(cache.find(off) != nullptr);
+  REQUIRE(cache.find(on) != nullptr);
+  CHECK(*cache.find(off) == 1);
+  CHECK(*cache.find(on) == 2);
+}
+
+// Through the emulated cuda:0, which only a build without the CUDA backend has.
+#ifndef LOOM_WITH_CUDA
+TEST_CASE("deterministic mode: attention whose backward runs on cuda:0 skips Loom's fused tier, keeps cuDNN's",
+          "[deterministic][cuda_emulation]") {
   const DeterministicGuard restore;
   cuda::EmulationGuard emulate;
   manual_seed(3);
@@ -74,6 +148,10 @@ TEST_CASE("deterministic mode: attention whose backward runs on cuda:0 takes the
           kernels::attention_refusal(kernels::SDPBackend::FLASH_ATTENTION, q, k, v, Tensor(), false, 0.0, backward);
       CHECK((why.find("deterministic") != std::string::npos) == (mode && backward));
       CHECK(kernels::attention_refusal(kernels::SDPBackend::MATH, q, k, v, Tensor(), false, 0.0, backward).empty());
+      // cuDNN's tier is not refused for the mode (the emulated device has no cuDNN: that is
+      // its only reason).
+      CHECK(kernels::attention_refusal(kernels::SDPBackend::CUDNN_ATTENTION, q, k, v, Tensor(), false, 0.0, backward)
+                .find("deterministic") == std::string::npos);
       CHECK(kernels::attention_refusal(kernels::SDPBackend::FLASH_ATTENTION, q.cpu(), k.cpu(), v.cpu(), Tensor(), false,
                                        0.0, backward)
                 .find("deterministic") == std::string::npos);  // the CPU's fused backward has no atomics
@@ -88,6 +166,7 @@ TEST_CASE("deterministic mode: attention whose backward runs on cuda:0 takes the
                                            {"no available kernel", "deterministic algorithms are on"});
   CHECK(nn::functional::scaled_dot_product_attention(q, k, v).sizes() == q.sizes());  // no backward: fused
 }
+#endif
 
 TEST_CASE("deterministic mode: training on the CPU gives the same bits at 1 and 2 threads", "[deterministic]") {
   const DeterministicGuard restore;

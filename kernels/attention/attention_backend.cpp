@@ -35,6 +35,13 @@ SdpaKernelGuard::~SdpaKernelGuard() { enabled_tiers = previous_; }
 
 bool sdp_backend_enabled(SDPBackend backend) { return (enabled_tiers & bit(backend)) != 0; }
 
+std::string deterministic_attention_refusal(SDPBackend backend, bool on_gpu, bool needs_backward,
+                                            bool deterministic) {
+  if (deterministic && on_gpu && needs_backward && backend == SDPBackend::FLASH_ATTENTION)
+    return "its backward adds dq with atomics, and deterministic algorithms are on";
+  return {};
+}
+
 SDPBackend choose_sdp_backend(const char* op, const std::function<std::string(SDPBackend)>& refusal) {
   std::string why;
   for (SDPBackend tier : {SDPBackend::CUDNN_ATTENTION, SDPBackend::FLASH_ATTENTION}) {

@@ -52,6 +52,14 @@ class SdpaKernelGuard {
 // Whether this thread's scope lets `backend` run (all three outside any guard).
 bool sdp_backend_enabled(SDPBackend backend);
 
+// Why `backend` would not run a call under deterministic mode (`deterministic`; Note
+// [deterministic algorithms] in core/deterministic.h): only FLASH_ATTENTION on a GPU when
+// the call's backward will run, since Loom's fused CUDA backward adds dq with atomics. cuDNN
+// builds its backward with its deterministic algorithm then (Note [cuDNN attention plans]),
+// the CPU's fused backward adds in a fixed order, MATH is its ops. "" otherwise.
+std::string deterministic_attention_refusal(SDPBackend backend, bool on_gpu, bool needs_backward,
+                                            bool deterministic);
+
 // The tier that runs a call (Note [attention tiers]): the first of CUDNN_ATTENTION,
 // FLASH_ATTENTION, MATH that the scope allows and whose refusal(tier) is "" (asked only of
 // the fused tiers the scope allows, in that order, until one takes the call; MATH never

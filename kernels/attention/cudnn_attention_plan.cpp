@@ -6,6 +6,8 @@
 #include <functional>
 #include <sstream>
 
+#include "core/deterministic.h"
+
 namespace loom::kernels {
 namespace {
 
@@ -47,7 +49,7 @@ size_t AttentionSignatureHash::operator()(const AttentionSignature& s) const {
   auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
   for (int64_t v : {int64_t(s.device), int64_t(s.dtype), int64_t(s.heads), s.B, s.H, s.L, s.S, s.E, s.Ev,
                     int64_t(s.mask),
-                    int64_t(s.causal), int64_t(s.dropout_p * 4294967296.0)})
+                    int64_t(s.causal), int64_t(s.dropout_p * 4294967296.0), int64_t(s.deterministic)})
     mix(v);
   for (const Strides* t : {&s.q, &s.k, &s.v, &s.out, &s.bias})
     for (int64_t v : *t) mix(v);
@@ -84,6 +86,7 @@ AttentionSignature attention_signature(const Tensor& q, const Tensor& k, const T
   s.mask = mask_kind(bias, s.bias, s.H, s.L);
   s.causal = causal;
   s.dropout_p = dropout_p;
+  s.deterministic = are_deterministic_algorithms_enabled();
   return s;
 }
 

@@ -9,7 +9,8 @@
 // with the operands' pointers. So a graph is built once per AttentionSignature: the
 // device, the dtype, (B, H, L, S, E, Ev), the strides of q, k, v and out (the gradients
 // are made in their operands' layout and grad_out in out's, so these fix every tensor of
-// both graphs), the mask's kind and strides, causal and the dropout probability. What
+// both graphs), the mask's kind and strides, causal, the dropout probability and whether
+// deterministic mode was on (its backward graph is another: below). What
 // changes between calls of one signature goes in at execution: the pointers, the scale, the
 // dropout seed and offset, a padding mask's lengths, the workspace (from Loom's caching
 // allocator). Built graphs stay in a per-thread cache bounded to kCudnnPlanCacheCapacity
@@ -20,6 +21,13 @@
 // Before anything is built, refusal_by_cudnn_rules applies the rules cuDNN's frontend and
 // Hopper's tensor memory accelerator are known to apply (below), so a call sure to be
 // refused costs no build; what they do not foresee, the build itself reports.
+// Deterministic mode (Note [deterministic algorithms] in core/deterministic.h): the backward
+// graph is built with the frontend's SDPA_backward_attributes::set_deterministic_algorithm,
+// which lowers it with a dP workspace: dq is then one GEMM over the stored dP instead of a
+// float32 accumulator that every tile of keys adds into with atomics (the default). The
+// workspace is B·H·L·S 16-bit values (rounded up to tiles of 64), what the MATH tier would
+// materialise anyway. On Blackwell the frontend takes it only from cuDNN 9.18 and without
+// dropout; its refusal then sends the call to MATH, as any other.
 // Masks: an additive mask is cuDNN's bias, with stride 0 on its broadcast dims, as PyTorch
 // passes it. A key-padding mask (one row of S per batch entry: stride 0 over H and L, what
 // MultiheadAttention makes of a key_padding_mask and the Transformer encoder of lengths)
@@ -59,6 +67,7 @@ struct AttentionSignature {
   AttentionMaskKind mask = AttentionMaskKind::None;
   bool causal = false;
   double dropout_p = 0;
+  bool deterministic = false;  // deterministic mode at the call: the backward's algorithm
 
   bool operator==(const AttentionSignature&) const = default;
 };
@@ -70,7 +79,8 @@ struct AttentionSignatureHash {
 // The signature of a call on q, k, v (all (N, rows, cols) contiguous or all (B, H, rows,
 // cols) views) with an additive mask `bias` ((N, L, S) or (B, H, L, S) as the operands, any
 // strides; undefined for none). `out` undefined: the layout fused_attention gives its
-// output (attention_output_strides).
+// output (attention_output_strides). `deterministic` is the mode as the call finds it
+// (are_deterministic_algorithms_enabled()).
 AttentionSignature attention_signature(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                        const Tensor& bias, bool causal, double dropout_p);
 

@@ -32,6 +32,13 @@ namespace loom::kernels::cpu {
 // made transformer-small's step 8-10% slower than without the mode, 512 1-3%).
 constexpr int64_t kDeterministicGemmBlock = 512;
 
+// The rows (or columns) of C per block when a GEMM over `extent` of them is split across
+// threads: `by_threads`, the caller's size from the thread count (0: not split), or in
+// deterministic mode kDeterministicGemmBlock whatever the threads (0 where the extent fits
+// in one block). The one rule of kernels::bmm's float GEMM (matmul.cpp) and of the GEMMs
+// around the recurrent layers' sweeps (rnn.cpp).
+int64_t gemm_row_block(int64_t extent, int64_t by_threads, bool deterministic);
+
 // A matrix of `rows` x `cols` elements: element (i, j) is at data[i * ld + j] (row-major)
 // or data[i + j * ld] (col_major). ld >= the inner extent (cols, or rows when col_major).
 struct MatrixRef {

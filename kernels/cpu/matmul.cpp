@@ -67,6 +67,11 @@ const char* float_gemm_name(FloatGemm g) { return g == FloatGemm::OneDnn ? "oned
 
 GemmFn best_float_gemm() { return float_gemm() == FloatGemm::OneDnn ? gemm_onednn : best_eigen_gemm(); }
 
+int64_t gemm_row_block(int64_t extent, int64_t by_threads, bool deterministic) {
+  if (!deterministic) return by_threads;
+  return extent > kDeterministicGemmBlock ? kDeterministicGemmBlock : 0;
+}
+
 namespace {
 
 // Per-matrix work (M·N·K) below which a batch is split across threads, one GEMM per item,
@@ -124,8 +129,8 @@ void for_each_item(int64_t batch, int64_t work, Fn&& item) {
 void gemm_on_threads(void (*gemm)(const GemmArgs&), const GemmArgs& g, size_t element_size) {
   const bool split_rows = g.M >= g.N;
   const int64_t extent = split_rows ? g.M : g.N;
-  int64_t block = gemm_thread_block(g.M * g.N * g.K, extent);
-  if (are_deterministic_algorithms_enabled()) block = extent > kDeterministicGemmBlock ? kDeterministicGemmBlock : 0;
+  const int64_t block = gemm_row_block(extent, gemm_thread_block(g.M * g.N * g.K, extent),
+                                      are_deterministic_algorithms_enabled());
   if (block == 0) {
     gemm(g);
     return;

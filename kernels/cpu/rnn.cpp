@@ -62,9 +62,9 @@ void for_row_blocks(int64_t M, int64_t rows, Fn&& fn) {
 template <typename Fn>
 void on_row_blocks(int64_t M, Fn&& fn) {
   const int64_t n = get_num_threads();
-  const int64_t rows = are_deterministic_algorithms_enabled() ? cpu::kDeterministicGemmBlock
-                                                              : std::max<int64_t>(1, (M + n - 1) / n);
-  for_row_blocks(M, rows, [&](int64_t r0, int64_t r1) {
+  const int64_t block =
+      cpu::gemm_row_block(M, std::max<int64_t>(1, (M + n - 1) / n), are_deterministic_algorithms_enabled());
+  for_row_blocks(M, block > 0 ? block : std::max<int64_t>(M, 1), [&](int64_t r0, int64_t r1) {
     const cpu::FlushDenormalsGuard ftz;
     fn(r0, r1);
   });

@@ -182,7 +182,9 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const AttentionSignature& s) {
                                         .set_stride({s.H * s.L, s.L, 1, 1})
                                         .set_data_type(fe::DataType_t::FLOAT));
   fe::graph::SDPA_backward_attributes a;
-  a.set_name("loom_sdpa_backward");
+  // In deterministic mode dq is a GEMM over a stored dP, not added with atomics (Note [cuDNN
+  // attention plans]).
+  a.set_name("loom_sdpa_backward").set_deterministic_algorithm(s.deterministic);
   set_common(*g, a, s);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, a);
   dq->set_output(true).set_uid(kDQ).set_dim({s.B, s.H, s.L, s.E}).set_stride(vec(grad_strides(s, s.L, s.E)));

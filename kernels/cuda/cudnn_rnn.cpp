@@ -50,6 +50,7 @@
 #include <optional>
 
 #include "core/cuda.h"
+#include "core/deterministic.h"
 #include "core/factories.h"
 #include "core/generator.h"
 #include "kernels/cuda/check.h"
@@ -489,7 +490,8 @@ RNNStackOutput cudnn_rnn_forward(const RNNStackConfig& config, const Tensor& x, 
   for (int64_t len : lengths) equal_lengths &= len == T;
   const DeviceProperties& traits = device_properties(device);
   RNNAlgoQuery query{config.mode, x.dtype(), config.input_size, H, config.num_layers, config.bidirectional,
-                     T, B, equal_lengths, config.training, traits.major, traits.minor, traits.sms};
+                     T, B, equal_lengths, config.training, traits.major, traits.minor, traits.sms,
+                     are_deterministic_algorithms_enabled()};
   const double dropout = config.num_layers > 1 ? config.dropout : 0.0;
   CudnnRNNLayerKey key;
   key.device = device;

@@ -26,6 +26,15 @@
 // against the CPU before the rule gives it more configurations. A persistent algorithm
 // cuDNN refuses for a configuration (CUDNN_STATUS_NOT_SUPPORTED) falls back to STANDARD,
 // counted in CudnnRNNCounters::algo_fallbacks.
+// Deterministic mode (Note [deterministic algorithms] in core/deterministic.h) runs STANDARD
+// whatever the rule or an override says: GEMMs and elementwise gate kernels per step.
+// cuDNN's reproducibility list names no RNN routine; its release notes (7.6.5, 8.x) trace
+// the RNNs' run-to-run differences to cuBLAS's workspace buffers when streams share them,
+// which a single buffer size in CUBLAS_WORKSPACE_CONFIG (:4096:8 or :16:8) removes for the
+// cuBLAS calls cuDNN makes itself (Loom's own cuBLAS calls have a fixed workspace per
+// stream, kernels/cuda/blas.cpp). Nothing is documented either way for the persistent
+// kernels, whose blocks work through the steps together, so the mode does not rely on
+// them. PyTorch picks its algorithm without looking at the mode.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +73,7 @@ struct RNNAlgoQuery {
   bool equal_lengths = true;  // no lengths, or every row's is the number of steps
   bool training = false;      // forward for a backward (one descriptor for both)
   int sm_major = 0, sm_minor = 0, sm_count = 0;
+  bool deterministic = false;  // deterministic mode: STANDARD only
 };
 
 namespace detail {
@@ -91,8 +101,11 @@ inline bool persist_static_device(const RNNAlgoQuery& q) {
 }  // namespace detail
 
 // Whether a persistent algorithm may run at all: never for float64 or rows of unequal
-// lengths (cuDNN's persistent kernels refuse them), whatever the rule or an override says.
-inline bool persistent_rnn_possible(const RNNAlgoQuery& q) { return q.dtype != kFloat64 && q.equal_lengths; }
+// lengths (cuDNN's persistent kernels refuse them) nor in deterministic mode, whatever the
+// rule or an override says.
+inline bool persistent_rnn_possible(const RNNAlgoQuery& q) {
+  return q.dtype != kFloat64 && q.equal_lengths && !q.deterministic;
+}
 
 // Note [cuDNN RNN algorithm rule].
 inline CudnnRNNAlgo choose_rnn_algo(const RNNAlgoQuery& q) {
@@ -123,7 +136,7 @@ inline std::optional<CudnnRNNAlgo>& forced_rnn_algo() {
 }
 
 // The algorithm a layer runs: the override (`forced`) where set, else the rule; STANDARD
-// where no persistent one may run.
+// where no persistent one may run (deterministic mode included).
 inline CudnnRNNAlgo rnn_algo_for(const RNNAlgoQuery& q, std::optional<CudnnRNNAlgo> forced) {
   return persistent_rnn_possible(q) ? forced.value_or(choose_rnn_algo(q)) : CudnnRNNAlgo::Standard;
 }
