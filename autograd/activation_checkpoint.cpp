@@ -58,6 +58,9 @@ struct ForwardHooks : SavedTensorHooks {
   std::shared_ptr<Frame> frame;
 };
 
+// Thrown by the recomputation's last save, caught by Frame::recompute (not an error).
+struct StopRecomputation {};
+
 // The recomputation's graph is dropped when it ends; its saves only fill the frame.
 struct HeldPack : SavedTensorPack {
   explicit HeldPack(Tensor t) : tensor(std::move(t)) {}
@@ -76,6 +79,10 @@ struct RecomputeHooks : SavedTensorHooks {
                "the forward: saved tensor ", k, " is ", dtype_name(t.dtype()), " of shape ", shape_str(t.sizes()),
                ", the forward's was ", dtype_name(m.dtype), " of shape ", shape_str(m.shape));
     frame.recomputed.push_back(t.detach());
+    // The last tensor backward needs: the rest of fn would only make outputs that are
+    // dropped (memory at the peak of backward, and time), so it stops here, as PyTorch's
+    // early stop does.
+    if (frame.recomputed.size() == frame.packed.size()) throw StopRecomputation{};
     return std::make_shared<HeldPack>(frame.recomputed.back());
   }
   Frame& frame;
@@ -103,6 +110,7 @@ void Frame::recompute() {
     const SavedTensorHooksGuard guard(&hooks);
     try {
       fn(in);
+    } catch (const StopRecomputation&) {
     } catch (...) {
       recomputed.clear();
       throw;

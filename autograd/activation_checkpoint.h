@@ -15,9 +15,11 @@
 // forward (so dropout draws the same masks; the generator is put back after), and the
 // tensors it saves, in the same order, are the ones backward gets. A recomputation that
 // saves a tensor of another shape or dtype than the forward's at the same place, or fewer,
-// is an AutogradError. Checkpoints nest: an inner one keeps its inputs through the outer
-// one's hooks. This is PyTorch's non-reentrant design; the differences: no early stop (the
-// recomputation runs fn to its end), the generator restored is Loom's one default generator
+// is an AutogradError. The recomputation stops at the last tensor it must save (PyTorch's
+// early stop): what fn does after that is not run again (an exception of Loom's own is
+// thrown from that save through fn, so fn must not swallow exceptions). Checkpoints nest: an inner one
+// keeps its inputs through the outer one's hooks. This is PyTorch's non-reentrant design;
+// the differences: the generator restored is Loom's one default generator
 // (it serves every device), and an input changed in place after the forward is an error
 // at the recomputation. fn, and everything it captures, must stay valid until backward.
 #pragma once

@@ -4,7 +4,7 @@
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
 //              [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both]
-//              [--checkpoint-activations] [--profile DIR] [WORKLOAD ...]
+//              [--checkpoint-activations] [--checkpoint-blocks] [--layers N] [--profile DIR] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -42,6 +42,9 @@
 // --checkpoint-activations builds the Transformer workloads' encoders with checkpoint_layers
 // (each layer's activations recomputed in backward, loom::checkpoint): against a run without,
 // peak_mem_bytes shows the memory saved, ms_per_step the recomputation's cost.
+// --checkpoint-blocks checkpoints each layer's two residual blocks (self-attention,
+// feed-forward) as separate segments instead (checkpoint_blocks). --layers N gives the
+// Transformer workloads' encoders N layers instead of 2 (the ratio against depth).
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
 // --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
@@ -196,7 +199,9 @@ struct LSTMClassifier : nn::Module {
 };
 
 // --checkpoint-activations: the Transformer workloads recompute each layer in backward.
-bool checkpoint_activations = false;
+// --checkpoint-blocks: each layer's two blocks instead. --layers: the encoders' depth.
+bool checkpoint_activations = false, checkpoint_blocks = false;
+int64_t encoder_layers = 2;
 
 struct TransformerClassifier : nn::Module {
   // The defaults: transformer-small's post-norm encoder.
@@ -210,10 +215,14 @@ struct TransformerClassifier : nn::Module {
                                                                   .dropout(dropout)
                                                                   .batch_first(true)
                                                                   .norm_first(norm_first),
-                                                              2)
-                                                              .checkpoint_layers(checkpoint_activations)))),
+                                                              encoder_layers)
+                                                              .checkpoint_layers(checkpoint_activations)
+                                                              .checkpoint_blocks(checkpoint_blocks)))),
         fc(register_module("fc", nn::Linear(d, 2))) {}
-  Tensor forward(const Tensor& tokens) { return fc(enc(emb(tokens) + pos).mean(1)); }  // (B, T) -> (B, 2)
+  Tensor forward(const Tensor& tokens) {  // (B, T) -> (B, 2)
+    const Tensor x = emb(tokens) + pos;    // (B, T, d); emb's output is not held through the encoder
+    return fc(enc(x).mean(1));
+  }
   nn::Embedding emb;
   Tensor pos;  // (T, d) learned positions
   nn::TransformerEncoder enc;
@@ -395,13 +404,14 @@ void run(const Workload& w, Device device, const RunOptions& options) {
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.9f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
       "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s,\"deterministic\":%s,"
-      "\"checkpoint_activations\":%s}\n",
+      "\"checkpoint_activations\":%s,\"checkpoint_blocks\":%s,\"encoder_layers\":%lld}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()),
       step.last_replayed() ? "true" : "false", are_deterministic_algorithms_enabled() ? "true" : "false",
-      checkpoint_activations ? "true" : "false");
+      checkpoint_activations ? "true" : "false", checkpoint_blocks ? "true" : "false",
+      static_cast<long long>(encoder_layers));
   std::fflush(stdout);
 }
 
@@ -430,7 +440,7 @@ std::string error_kind(const Error& e) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
                "       [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both] [--checkpoint-activations]\n"
-               "       [--profile DIR] [WORKLOAD ...]\n"
+               "       [--checkpoint-blocks] [--layers N] [--profile DIR] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -472,6 +482,10 @@ int main(int argc, char** argv) {
       options.deterministic = m == "both" ? std::vector<bool>{false, true} : std::vector<bool>{m == "on"};
     } else if (arg == "--checkpoint-activations") {
       checkpoint_activations = true;
+    } else if (arg == "--checkpoint-blocks") {
+      checkpoint_blocks = true;
+    } else if (arg == "--layers" && has_value) {
+      encoder_layers = positive_int("--layers", argv[++i], argv[0]);
     } else if (arg == "--cuda-graph") {
       options.cuda_graph = true;
     } else if (arg == "--float-gemm" && has_value) {
