@@ -4,7 +4,8 @@
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
 //              [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both]
-//              [--checkpoint-activations] [--checkpoint-blocks] [--layers N] [--profile DIR] [WORKLOAD ...]
+//              [--checkpoint-activations] [--checkpoint-blocks] [--checkpoint-keep-attention] [--layers N]
+//              [--profile DIR] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -45,6 +46,8 @@
 // --checkpoint-blocks checkpoints each layer's two residual blocks (self-attention,
 // feed-forward) as separate segments instead (checkpoint_blocks). --layers N gives the
 // Transformer workloads' encoders N layers instead of 2 (the ratio against depth).
+// --checkpoint-keep-attention, with either, keeps each attention's output through the
+// checkpoint instead of recomputing it (checkpoint_keep_attention).
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
 // --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
@@ -200,7 +203,7 @@ struct LSTMClassifier : nn::Module {
 
 // --checkpoint-activations: the Transformer workloads recompute each layer in backward.
 // --checkpoint-blocks: each layer's two blocks instead. --layers: the encoders' depth.
-bool checkpoint_activations = false, checkpoint_blocks = false;
+bool checkpoint_activations = false, checkpoint_blocks = false, checkpoint_keep_attention = false;
 int64_t encoder_layers = 2;
 
 struct TransformerClassifier : nn::Module {
@@ -217,7 +220,8 @@ struct TransformerClassifier : nn::Module {
                                                                   .norm_first(norm_first),
                                                               encoder_layers)
                                                               .checkpoint_layers(checkpoint_activations)
-                                                              .checkpoint_blocks(checkpoint_blocks)))),
+                                                              .checkpoint_blocks(checkpoint_blocks)
+                                                              .checkpoint_keep_attention(checkpoint_keep_attention)))),
         fc(register_module("fc", nn::Linear(d, 2))) {}
   Tensor forward(const Tensor& tokens) {  // (B, T) -> (B, 2)
     const Tensor x = emb(tokens) + pos;    // (B, T, d); emb's output is not held through the encoder
@@ -404,13 +408,14 @@ void run(const Workload& w, Device device, const RunOptions& options) {
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.9f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
       "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s,\"deterministic\":%s,"
-      "\"checkpoint_activations\":%s,\"checkpoint_blocks\":%s,\"encoder_layers\":%lld}\n",
+      "\"checkpoint_activations\":%s,\"checkpoint_blocks\":%s,\"checkpoint_keep_attention\":%s,\"encoder_layers\":%lld}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()),
       step.last_replayed() ? "true" : "false", are_deterministic_algorithms_enabled() ? "true" : "false",
       checkpoint_activations ? "true" : "false", checkpoint_blocks ? "true" : "false",
+      checkpoint_keep_attention ? "true" : "false",
       static_cast<long long>(encoder_layers));
   std::fflush(stdout);
 }
@@ -440,7 +445,7 @@ std::string error_kind(const Error& e) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
                "       [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both] [--checkpoint-activations]\n"
-               "       [--checkpoint-blocks] [--layers N] [--profile DIR] [WORKLOAD ...]\n"
+               "       [--checkpoint-blocks] [--checkpoint-keep-attention] [--layers N] [--profile DIR] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -484,6 +489,8 @@ int main(int argc, char** argv) {
       checkpoint_activations = true;
     } else if (arg == "--checkpoint-blocks") {
       checkpoint_blocks = true;
+    } else if (arg == "--checkpoint-keep-attention") {
+      checkpoint_keep_attention = true;
     } else if (arg == "--layers" && has_value) {
       encoder_layers = positive_int("--layers", argv[++i], argv[0]);
     } else if (arg == "--cuda-graph") {

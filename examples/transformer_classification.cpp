@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   int64_t d_model = 64, heads = 4, layers = 2, feedforward = 128;
   double dropout = 0.1;
   int64_t max_positions = examples::TransformerClassifier::kMaxPositions;
-  bool checkpoint_activations = false, checkpoint_blocks = false;
+  bool checkpoint_activations = false, checkpoint_blocks = false, keep_attention = false;
   return examples::run_text_classifier(
       argc, argv,
       {.name = "transformer_classification", .description = "Train a Transformer-encoder text classifier",
@@ -34,12 +34,14 @@ int main(int argc, char** argv) {
                      "recompute each encoder layer's activations in backward instead of keeping them");
         app.add_flag("--checkpoint-blocks", checkpoint_blocks,
                      "the same, each layer's self-attention and feed-forward blocks apart (less memory at 2-6 layers)");
+        app.add_flag("--checkpoint-keep-attention", keep_attention,
+                     "with either: keep the attention's outputs instead of recomputing them (faster, more memory)");
         app.add_option("--max-positions", max_positions, "the longest sequence the learned positions cover")
             ->check(CLI::PositiveNumber);
       },
       [&](int64_t vocab, int64_t classes) {
         return std::make_shared<examples::TransformerClassifier>(vocab, d_model, heads, layers, feedforward, classes,
                                                                  dropout, checkpoint_activations, checkpoint_blocks,
-                                                                 max_positions);
+                                                                 max_positions, keep_attention);
       });
 }

@@ -10,11 +10,12 @@ namespace examples {
 
 struct TransformerClassifier : loom::nn::Module {
   static constexpr int64_t kMaxPositions = 512;
-  // checkpoint_blocks: each layer's two blocks checkpointed apart (TransformerEncoderOptions);
+  // checkpoint_blocks: each layer's two blocks checkpointed apart; keep_attention: the
+  // attention's outputs kept through the checkpoint (TransformerEncoderOptions);
   // max_positions: the longest sequence the learned positions cover.
   TransformerClassifier(int64_t vocab, int64_t d_model, int64_t heads, int64_t layers, int64_t feedforward,
                         int64_t classes, double dropout, bool checkpoint_layers = false, bool checkpoint_blocks = false,
-                        int64_t max_positions = kMaxPositions)
+                        int64_t max_positions = kMaxPositions, bool keep_attention = false)
       : embedding(register_module("embedding",
                                   loom::nn::Embedding(loom::nn::EmbeddingOptions(vocab, d_model).padding_idx(0)))),
         positions(register_module("positions",
@@ -29,7 +30,8 @@ struct TransformerClassifier : loom::nn::Module {
                                                                         layers)
                                         .norm(loom::nn::LayerNorm(d_model))
                                         .checkpoint_layers(checkpoint_layers)
-                                        .checkpoint_blocks(checkpoint_blocks)))),
+                                        .checkpoint_blocks(checkpoint_blocks)
+                                        .checkpoint_keep_attention(keep_attention)))),
         fc(register_module("fc", loom::nn::Linear(d_model, classes))) {}
 
   // tokens (B, T) int64 on the model's device; lengths (B) int64, anywhere: from pinned

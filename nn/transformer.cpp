@@ -75,19 +75,25 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderOptions& 
     : TransformerEncoderImpl(options.layer_, options.num_layers_, options.norm_) {
   checkpoint_layers_ = options.checkpoint_layers_;
   checkpoint_blocks_ = options.checkpoint_blocks_;
+  checkpoint_keep_attention_ = options.checkpoint_keep_attention_;
 }
 
 Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                        bool is_causal) {
+  const CheckpointOptions options{.keep_attention = checkpoint_keep_attention_};
+  // f(x) with f's activations recomputed in backward.
+  auto checkpointed = [&options](std::function<Tensor(const Tensor&)> f, const Tensor& x) {
+    return checkpoint([f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; }, {x}, options)[0];
+  };
   Tensor x = src;
   for (const TransformerEncoderLayer& layer : stack_) {
     if (checkpoint_blocks_) {
-      x = checkpoint([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
+      x = checkpointed([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
         return layer->self_attention_block(in, mask, src_key_padding_mask, is_causal);
       }, x);
-      x = checkpoint([layer](const Tensor& in) { return layer->feed_forward_block(in); }, x);
+      x = checkpointed([layer](const Tensor& in) { return layer->feed_forward_block(in); }, x);
     } else if (checkpoint_layers_) {
-      x = checkpoint([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
+      x = checkpointed([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
         return layer(in, mask, src_key_padding_mask, is_causal);
       }, x);
     } else {

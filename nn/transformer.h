@@ -82,11 +82,16 @@ struct TransformerEncoderOptions {
   // two segments. The same recomputation; backward holds one block's activations at a time,
   // for one more saved (N, T, d_model) tensor per layer (the feed-forward block's input).
   TransformerEncoderOptions& checkpoint_blocks(bool c) { checkpoint_blocks_ = c; return *this; }
+  // With either: keep each layer's attention output and log-sum-exp from the forward instead
+  // of running the attention again (CheckpointOptions::keep_attention): 1 + 1/Ev floats a
+  // token and model width kept a layer, for most of the recomputation's time at long sequences.
+  TransformerEncoderOptions& checkpoint_keep_attention(bool k) { checkpoint_keep_attention_ = k; return *this; }
   TransformerEncoderLayerOptions layer_;
   int64_t num_layers_;
   LayerNorm norm_ = nullptr;
   bool checkpoint_layers_ = false;
   bool checkpoint_blocks_ = false;
+  bool checkpoint_keep_attention_ = false;
 };
 
 class TransformerEncoderImpl : public Module {
@@ -104,7 +109,7 @@ class TransformerEncoderImpl : public Module {
 
  private:
   std::vector<TransformerEncoderLayer> stack_;  // layers' modules, typed, in order
-  bool checkpoint_layers_ = false, checkpoint_blocks_ = false;
+  bool checkpoint_layers_ = false, checkpoint_blocks_ = false, checkpoint_keep_attention_ = false;
 };
 using TransformerEncoder = ModuleHolder<TransformerEncoderImpl>;
 

@@ -12,6 +12,7 @@
 #include "test_util.h"
 
 #include "autograd/activation_checkpoint.h"
+#include "autograd/functions/attention.h"
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
@@ -205,6 +206,38 @@ TEST_CASE("checkpoint: the recomputation stops at the last saved tensor", "[chec
   CHECK(close(w.grad(), gw));
 }
 
+TEST_CASE("checkpoint keep_attention: the attention's outputs kept, the same gradients", "[checkpoint_activations]") {
+  // q, k, v projections of x, attention with dropout, an output projection: (2, 4, 64, 8).
+  manual_seed(12);
+  const Tensor x = random_nonzero({2, 4, 64, 8}).requires_grad_(true);
+  const Tensor w = (random_nonzero({8, 8}) * 0.3).requires_grad_(true);
+  const auto fn = [&](const Tensor& in) {
+    const Tensor h = in.matmul(w);
+    return scaled_dot_product_attention(h.tanh(), h.sigmoid(), h, Tensor(), /*dropout_p=*/0.25).matmul(w);
+  };
+  const auto run = [&](int mode, size_t& held) {  // 0 plain, 1 checkpoint, 2 with keep_attention
+    zero_grad({x, w});
+    manual_seed(5);
+    const size_t base = cpu::memory_allocated();
+    const Tensor y = mode == 0 ? fn(x)
+                               : checkpoint([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; },
+                                            {x}, CheckpointOptions{.keep_attention = mode == 2})[0];
+    held = cpu::memory_allocated() - base;
+    y.pow(2.0).sum().backward();
+    return std::pair{x.grad().clone(), w.grad().clone()};
+  };
+  size_t held[3] = {};
+  const auto plain = run(0, held[0]);
+  for (int mode : {1, 2}) {
+    INFO("mode " << mode);
+    const auto [gx, gw] = run(mode, held[mode]);
+    CHECK(same_bits(gx, plain.first));  // the same dropout bits, the same attention
+    CHECK(same_bits(gw, plain.second));
+  }
+  // Kept through the checkpoint: the output (2, 4, 64, 8) and log-sum-exp (2 * 4, 64), float.
+  CHECK(held[2] == held[1] + (2 * 4 * 64 * 8 + 2 * 4 * 64) * 4);
+}
+
 TEST_CASE("checkpoint frees the segment's activations after forward (CPU allocator statistics)",
           "[checkpoint_activations]") {
   manual_seed(8);
@@ -258,14 +291,15 @@ TEST_CASE("checkpoint frees the segment's activations after forward (CPU allocat
 TEST_CASE("TransformerEncoderOptions::checkpoint_layers and checkpoint_blocks: the same losses and gradients, less memory",
           "[checkpoint_activations][transformer]") {
   enum Mode { kPlain, kLayers, kBlocks };
-  const auto run = [](Mode mode, bool norm_first, size_t& peak) {
+  const auto run = [](Mode mode, bool norm_first, size_t& peak, bool keep_attention = false) {
     manual_seed(9);
     nn::TransformerEncoder encoder(
         nn::TransformerEncoderOptions(
             nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.2).batch_first(true).norm_first(norm_first), 3)
             .norm(nn::LayerNorm(32))
             .checkpoint_layers(mode == kLayers)
-            .checkpoint_blocks(mode == kBlocks));
+            .checkpoint_blocks(mode == kBlocks)
+            .checkpoint_keep_attention(keep_attention));
     encoder->train();
     const Tensor src = random_nonzero({4, 64, 32}), padding = arange(64).reshape({1, 64}).ge(
                                                                    from_vector<int64_t>({64, 50, 33, 7}, {4, 1}));
@@ -288,13 +322,16 @@ TEST_CASE("TransformerEncoderOptions::checkpoint_layers and checkpoint_blocks: t
     size_t peaks[3] = {};
     const auto [plain_losses, plain_grads] = run(kPlain, norm_first, peaks[kPlain]);
     for (Mode mode : {kLayers, kBlocks}) {
-      INFO((mode == kLayers ? "checkpoint_layers" : "checkpoint_blocks"));
-      const auto [losses, grads] = run(mode, norm_first, peaks[mode]);
-      CHECK(losses == plain_losses);
-      REQUIRE(grads.size() == plain_grads.size());
-      for (size_t i = 0; i < grads.size(); ++i) {
-        INFO("parameter " << i);
-        CHECK(same_bits(grads[i], plain_grads[i]));
+      for (bool keep_attention : {false, true}) {
+        INFO((mode == kLayers ? "checkpoint_layers" : "checkpoint_blocks") << (keep_attention ? ", keep_attention" : ""));
+        size_t peak = 0;
+        const auto [losses, grads] = run(mode, norm_first, keep_attention ? peak : peaks[mode], keep_attention);
+        CHECK(losses == plain_losses);
+        REQUIRE(grads.size() == plain_grads.size());
+        for (size_t i = 0; i < grads.size(); ++i) {
+          INFO("parameter " << i);
+          CHECK(same_bits(grads[i], plain_grads[i]));
+        }
       }
     }
     std::printf("TransformerEncoder (3 layers, (4, 64, 32), %s): peak %zu bytes, %zu with checkpoint_layers, %zu with "
