@@ -27,6 +27,9 @@ struct Frame {
   std::vector<Meta> packed;       // each tensor the forward saved, in order
   std::vector<Tensor> recomputed;  // the same tensors from the recomputation (a slot empties when its pack goes)
   bool done = false;
+  bool keep_attention = false;
+  std::vector<std::vector<Tensor>> kept_attention;  // each attention's outputs, in order (keep_attention)
+  size_t next_kept = 0;                              // the next one the recomputation takes
 
   void recompute();
   const Tensor& get(size_t index) {
@@ -58,6 +61,9 @@ struct ForwardHooks : SavedTensorHooks {
   std::shared_ptr<Frame> frame;
 };
 
+// Thrown by the recomputation's last save, caught by Frame::recompute (not an error).
+struct StopRecomputation {};
+
 // The recomputation's graph is dropped when it ends; its saves only fill the frame.
 struct HeldPack : SavedTensorPack {
   explicit HeldPack(Tensor t) : tensor(std::move(t)) {}
@@ -76,9 +82,31 @@ struct RecomputeHooks : SavedTensorHooks {
                "the forward: saved tensor ", k, " is ", dtype_name(t.dtype()), " of shape ", shape_str(t.sizes()),
                ", the forward's was ", dtype_name(m.dtype), " of shape ", shape_str(m.shape));
     frame.recomputed.push_back(t.detach());
+    // The last tensor backward needs: the rest of fn would only make outputs that are
+    // dropped (memory at the peak of backward, and time), so it stops here, as PyTorch's
+    // early stop does.
+    if (frame.recomputed.size() == frame.packed.size()) throw StopRecomputation{};
     return std::make_shared<HeldPack>(frame.recomputed.back());
   }
   Frame& frame;
+};
+
+// The frame whose forward or recomputation runs on this thread (the innermost), for
+// keep_attention.
+thread_local Frame* current_frame = nullptr;
+thread_local bool recomputing = false;
+
+struct CurrentFrame {
+  CurrentFrame(Frame* f, bool recompute) : frame(current_frame), was_recomputing(recomputing) {
+    current_frame = f;
+    recomputing = recompute;
+  }
+  ~CurrentFrame() {
+    current_frame = frame;
+    recomputing = was_recomputing;
+  }
+  Frame* frame;
+  bool was_recomputing;
 };
 
 // Puts the default generator back as it was when the recomputation ends (or throws).
@@ -101,8 +129,11 @@ void Frame::recompute() {
     const EnableGradGuard grad_mode;
     RecomputeHooks hooks(*this);
     const SavedTensorHooksGuard guard(&hooks);
+    const CurrentFrame current(this, /*recompute=*/true);
+    next_kept = 0;
     try {
       fn(in);
+    } catch (const StopRecomputation&) {
     } catch (...) {
       recomputed.clear();
       throw;
@@ -120,7 +151,26 @@ void Frame::recompute() {
 
 }  // namespace
 
-std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+namespace detail {
+
+void checkpoint_keep_attention(const std::vector<Tensor>& outputs) {
+  if (current_frame && !recomputing && current_frame->keep_attention) {
+    std::vector<Tensor> kept;
+    for (const Tensor& t : outputs) kept.push_back(t.detach());
+    current_frame->kept_attention.push_back(std::move(kept));
+  }
+}
+
+std::vector<Tensor> checkpoint_kept_attention() {
+  Frame* f = current_frame;
+  if (!f || !recomputing || f->next_kept >= f->kept_attention.size()) return {};
+  return std::move(f->kept_attention[f->next_kept++]);  // the frame lets go: backward holds them now
+}
+
+}  // namespace detail
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               const CheckpointOptions& options) {
   LOOM_CHECK(fn != nullptr, ValueError, "checkpoint: no function given");
   if (!GradMode::is_enabled()) return fn(inputs);  // nothing is saved: nothing to recompute
   auto frame = std::make_shared<Frame>();
@@ -132,8 +182,10 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   frame->rng_seed = default_generator().seed();
   frame->rng_offset = default_generator().offset();
   frame->autocast = autocast::snapshot();
+  frame->keep_attention = options.keep_attention;
   ForwardHooks hooks(frame);
   const SavedTensorHooksGuard guard(&hooks);
+  const CurrentFrame current(frame.get(), /*recompute=*/false);
   return fn(inputs);
 }
 

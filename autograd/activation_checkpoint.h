@@ -15,9 +15,11 @@
 // forward (so dropout draws the same masks; the generator is put back after), and the
 // tensors it saves, in the same order, are the ones backward gets. A recomputation that
 // saves a tensor of another shape or dtype than the forward's at the same place, or fewer,
-// is an AutogradError. Checkpoints nest: an inner one keeps its inputs through the outer
-// one's hooks. This is PyTorch's non-reentrant design; the differences: no early stop (the
-// recomputation runs fn to its end), the generator restored is Loom's one default generator
+// is an AutogradError. The recomputation stops at the last tensor it must save (PyTorch's
+// early stop): what fn does after that is not run again (an exception of Loom's own is
+// thrown from that save through fn, so fn must not swallow exceptions). Checkpoints nest: an inner one
+// keeps its inputs through the outer one's hooks. This is PyTorch's non-reentrant design;
+// the differences: the generator restored is Loom's one default generator
 // (it serves every device), and an input changed in place after the forward is an error
 // at the recomputation. fn, and everything it captures, must stay valid until backward.
 #pragma once
@@ -32,9 +34,28 @@ namespace loom {
 
 using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+struct CheckpointOptions {
+  // Selective checkpointing, as PyTorch's with a policy that saves the attention op: each
+  // fused scaled-dot-product attention in fn keeps its output and log-sum-exp from the
+  // forward ((..., L, Ev) and (..., L) floats) and the recomputation takes them instead of
+  // running the attention again. Costs those tensors' memory until backward; saves the
+  // attention's forward (O(L S)) in the recomputation. The same numbers either way.
+  bool keep_attention = false;
+};
+
 // outputs = fn(inputs), with fn's activations recomputed in backward. With grad mode off,
 // just fn(inputs).
-std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs);
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               const CheckpointOptions& options = {});
+
+namespace detail {
+// For the fused attention op (autograd/functions/attention.cpp). In the forward of a
+// checkpoint with keep_attention, checkpoint_keep_attention holds the op's outputs for the
+// recomputation; in that recomputation, checkpoint_kept_attention returns them, in the same
+// order. Elsewhere the one does nothing and the other returns nothing.
+void checkpoint_keep_attention(const std::vector<Tensor>& outputs);
+std::vector<Tensor> checkpoint_kept_attention();
+}  // namespace detail
 
 // The same for fn(const Tensor&...) -> Tensor.
 template <typename F, typename... Ts>

@@ -4,7 +4,8 @@
 //
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
 //              [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both]
-//              [--checkpoint-activations] [--checkpoint-every K] [--profile DIR] [WORKLOAD ...]
+//              [--checkpoint-activations] [--checkpoint-blocks] [--checkpoint-keep-attention] [--layers N]
+//              [--checkpoint-every K] [--profile DIR] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -42,6 +43,11 @@
 // --checkpoint-activations builds the Transformer workloads' encoders with checkpoint_layers
 // (each layer's activations recomputed in backward, loom::checkpoint): against a run without,
 // peak_mem_bytes shows the memory saved, ms_per_step the recomputation's cost.
+// --checkpoint-blocks checkpoints each layer's two residual blocks (self-attention,
+// feed-forward) as separate segments instead (checkpoint_blocks). --layers N gives the
+// Transformer workloads' encoders N layers instead of 2 (the ratio against depth).
+// --checkpoint-keep-attention, with either, keeps each attention's output through the
+// checkpoint instead of recomputing it (checkpoint_keep_attention).
 // --checkpoint-every K builds the LSTM workloads' layers with RNNOptions::checkpoint_every(K)
 // (activations recomputed in backward K time steps at a time); "checkpoint_every" in the
 // JSON line says which (0: off).
@@ -203,7 +209,9 @@ struct LSTMClassifier : nn::Module {
 };
 
 // --checkpoint-activations: the Transformer workloads recompute each layer in backward.
-bool checkpoint_activations = false;
+// --checkpoint-blocks: each layer's two blocks instead. --layers: the encoders' depth.
+bool checkpoint_activations = false, checkpoint_blocks = false, checkpoint_keep_attention = false;
+int64_t encoder_layers = 2;
 
 struct TransformerClassifier : nn::Module {
   // The defaults: transformer-small's post-norm encoder.
@@ -217,10 +225,15 @@ struct TransformerClassifier : nn::Module {
                                                                   .dropout(dropout)
                                                                   .batch_first(true)
                                                                   .norm_first(norm_first),
-                                                              2)
-                                                              .checkpoint_layers(checkpoint_activations)))),
+                                                              encoder_layers)
+                                                              .checkpoint_layers(checkpoint_activations)
+                                                              .checkpoint_blocks(checkpoint_blocks)
+                                                              .checkpoint_keep_attention(checkpoint_keep_attention)))),
         fc(register_module("fc", nn::Linear(d, 2))) {}
-  Tensor forward(const Tensor& tokens) { return fc(enc(emb(tokens) + pos).mean(1)); }  // (B, T) -> (B, 2)
+  Tensor forward(const Tensor& tokens) {  // (B, T) -> (B, 2)
+    const Tensor x = emb(tokens) + pos;    // (B, T, d); emb's output is not held through the encoder
+    return fc(enc(x).mean(1));
+  }
   nn::Embedding emb;
   Tensor pos;  // (T, d) learned positions
   nn::TransformerEncoder enc;
@@ -402,13 +415,16 @@ void run(const Workload& w, Device device, const RunOptions& options) {
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.9f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
       "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s,\"deterministic\":%s,"
-      "\"checkpoint_activations\":%s,\"checkpoint_every\":%lld}\n",
+      "\"checkpoint_activations\":%s,\"checkpoint_blocks\":%s,\"checkpoint_keep_attention\":%s,\"encoder_layers\":%lld,"
+      "\"checkpoint_every\":%lld}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
       get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()),
       step.last_replayed() ? "true" : "false", are_deterministic_algorithms_enabled() ? "true" : "false",
-      checkpoint_activations ? "true" : "false", static_cast<long long>(checkpoint_every));
+      checkpoint_activations ? "true" : "false", checkpoint_blocks ? "true" : "false",
+      checkpoint_keep_attention ? "true" : "false",
+      static_cast<long long>(encoder_layers), static_cast<long long>(checkpoint_every));
   std::fflush(stdout);
 }
 
@@ -437,7 +453,8 @@ std::string error_kind(const Error& e) {
   std::fprintf(stderr,
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
                "       [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both] [--checkpoint-activations]\n"
-               "       [--checkpoint-every K] [--profile DIR] [WORKLOAD ...]\n"
+               "       [--checkpoint-blocks] [--checkpoint-keep-attention] [--layers N] [--checkpoint-every K]\n"
+               "       [--profile DIR] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -481,6 +498,12 @@ int main(int argc, char** argv) {
       checkpoint_activations = true;
     } else if (arg == "--checkpoint-every" && has_value) {
       checkpoint_every = positive_int("--checkpoint-every", argv[++i], argv[0]);
+    } else if (arg == "--checkpoint-blocks") {
+      checkpoint_blocks = true;
+    } else if (arg == "--checkpoint-keep-attention") {
+      checkpoint_keep_attention = true;
+    } else if (arg == "--layers" && has_value) {
+      encoder_layers = positive_int("--layers", argv[++i], argv[0]);
     } else if (arg == "--cuda-graph") {
       options.cuda_graph = true;
     } else if (arg == "--float-gemm" && has_value) {

@@ -42,9 +42,9 @@ TextBatch TextBatch::to(Device device, bool non_blocking) const {
 
 TextBatch TextBatch::pin_memory() const { return {tokens.pin_memory(), lengths.pin_memory(), labels.pin_memory()}; }
 
-TextBatch collate_text(std::vector<TextExample> examples, int64_t pad) {
+TextBatch collate_text(std::vector<TextExample> examples, int64_t pad, size_t min_length) {
   LOOM_CHECK(!examples.empty(), ValueError, "collate_text: no examples to batch");
-  size_t longest = 0;
+  size_t longest = min_length;
   for (size_t b = 0; b < examples.size(); ++b) {
     LOOM_CHECK(!examples[b].tokens.empty(), ValueError, "collate_text: example ", b,
                " has no tokens (an RNN with lengths needs each length >= 1)");

@@ -59,9 +59,9 @@ struct TextBatch {
   TextBatch pin_memory() const;
 };
 
-// Pads a batch of examples with pad to the longest one, keeping their order. ValueError
-// for no examples or an example with no tokens.
-TextBatch collate_text(std::vector<TextExample> examples, int64_t pad = Vocab::kPad);
+// Pads a batch of examples with pad to the longest one (or to min_length tokens if that is
+// longer), keeping their order. ValueError for no examples or an example with no tokens.
+TextBatch collate_text(std::vector<TextExample> examples, int64_t pad = Vocab::kPad, size_t min_length = 0);
 
 // Every record's text tokenized, in order: the corpus Vocab::build takes.
 std::vector<std::vector<std::string>> tokenize_texts(const std::vector<LabelledText>& records,

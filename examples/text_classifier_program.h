@@ -7,6 +7,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "amp_option.h"
 #include "onnx_option.h"
 #include "bundled_data.h"
+#include "core/cuda.h"
 #include "cuda_graph_option.h"
 #include "keep_best.h"
 #include "loom.h"
@@ -24,6 +26,20 @@
 #include "weights_crc32c.h"
 
 namespace examples {
+
+// The high-water mark of live tensor memory on `device` since the last reset_peak (Loom's
+// allocator books: core/memory.h, core/cuda.h): parameters, gradients, optimizer state and
+// activations together.
+inline size_t peak_tensor_bytes(loom::Device device) {
+  return device.is_cuda() ? loom::cuda::max_memory_allocated(device.index) : loom::cpu::max_memory_allocated();
+}
+inline void reset_peak(loom::Device device) {
+  if (device.is_cuda()) {
+    loom::cuda::reset_peak_memory_stats(device.index);
+  } else {
+    loom::cpu::reset_peak_memory_stats();
+  }
+}
 
 struct TextClassifierProgram {
   std::string name;         // the program's name: metrics "<name>_*.csv" under runs/<name>
@@ -54,6 +70,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   size_t workers = 2, accum_steps = 1;
   bool smoke_test = false;
   bool deterministic = false;
+  bool pad_to_max_length = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
   app.add_option("--device", device_name, "cpu or cuda");
   app.add_option("--epochs", p.epochs);
@@ -61,6 +78,8 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   app.add_option("--lr", p.lr);
   add_model_options(app);
   app.add_option("--max-length", data_options.max_length, "tokens kept per text");
+  app.add_flag("--pad-to-max-length", pad_to_max_length,
+               "pad every training batch to --max-length tokens (the model runs at that sequence length)");
   app.add_option("--seed", data_options.seed);
   app.add_flag("--deterministic", deterministic,
                "deterministic algorithms only (loom::use_deterministic_algorithms): the same bits run after run");
@@ -93,7 +112,9 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     // A saved model's words are its vocabulary's, beside the file (text_task.h).
     if (!onnx_option.from.empty()) data_options.vocab_path = existing_vocab_beside(onnx_option.from);
     TextTask task = load_text_task(data_options);
-    auto train_loader = text_loader(task.train, p.batch_size, true, data_options.seed, workers, device.is_cuda());
+    auto train_loader = text_loader(task.train, p.batch_size, true, data_options.seed, workers, device.is_cuda(), {0, 1},
+                                    pad_to_max_length ? data_options.max_length : 0);
+    if (pad_to_max_length) std::printf("training batches padded to %zu tokens\n", data_options.max_length);
     auto test_loader = text_loader(task.test, 256, false, 0, workers, device.is_cuda());
 
     auto model = make_model(int64_t(task.vocab.size()), int64_t(task.labels.size()));
@@ -117,7 +138,9 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
                         return {nn::functional::cross_entropy(model->forward(in[0], in[1]), in[2])};
                       });
     std::unique_ptr<profiler::Profile> prof = profile.start();
+    size_t train_peak = 0;  // over the training steps only: evaluation's batches are larger
     for (int epoch = 0; epoch < p.epochs && !stopper.should_stop(); ++epoch) {
+      reset_peak(device);
       summary.start_epoch();
       loop.start_epoch(epoch, p.epochs);
       size_t tokens = 0;
@@ -130,6 +153,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
         profile_step(prof);
       }
       const double train_loss = loop.finish_epoch().mean(0);  // waits for the epoch's last step
+      train_peak = std::max(train_peak, peak_tensor_bytes(device));
       summary.end_epoch(tokens);
       test = evaluate(test_loader, *model, device);
       log.log_epoch(epoch + 1, {{"train_loss", train_loss}, {"test_loss", test.loss}, {"test_acc", test.accuracy}});
@@ -146,6 +170,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     summary.set("weights_crc32c", weights_crc32c(*model));
     summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
+    std::printf("peak tensor memory in training: %zu bytes (%s)\n", train_peak, device.str().c_str());
     print_weights_crc32c(*model);
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
     onnx_option.export_model<2>(model, example_texts(int64_t(task.vocab.size()), device), {"tokens", "lengths"});

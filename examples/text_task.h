@@ -71,10 +71,11 @@ inline TextTask load_text_task(const TextTaskOptions& o) {
 // Batches of similar lengths (little padding); shuffled per epoch for training.
 // pin_memory: page-locked batches, for non-blocking copies to a GPU. shard (rank, world
 // size) with world > 1: this rank's share, as PyTorch's DistributedSampler gives it
-// (batches of that share in order, so without the length bucketing).
+// (batches of that share in order, so without the length bucketing). pad_to > 0: every
+// batch padded to at least pad_to tokens (a model run at a fixed sequence length).
 inline auto text_loader(const std::shared_ptr<data::TextClassificationDataset>& ds, size_t batch_size,
                         bool shuffle, uint64_t seed, size_t workers, bool pin_memory = false,
-                        std::pair<size_t, size_t> shard = {0, 1}) {
+                        std::pair<size_t, size_t> shard = {0, 1}, size_t pad_to = 0) {
   std::shared_ptr<const data::BatchSampler> sampler;
   if (shard.second > 1) {
     auto share = std::make_shared<data::DistributedSampler>(ds->size(), shard.second, shard.first, shuffle, seed);
@@ -82,7 +83,9 @@ inline auto text_loader(const std::shared_ptr<data::TextClassificationDataset>& 
   } else {
     sampler = std::make_shared<data::BucketBatchSampler>(ds->lengths(), batch_size, seed, shuffle);
   }
-  auto collate = [](std::vector<data::TextExample> examples) { return data::collate_text(std::move(examples)); };
+  auto collate = [pad_to](std::vector<data::TextExample> examples) {
+    return data::collate_text(std::move(examples), data::Vocab::kPad, pad_to);
+  };
   return data::make_data_loader(ds, collate, sampler,
                                 data::DataLoaderOptions().num_workers(workers).pin_memory(pin_memory));
 }

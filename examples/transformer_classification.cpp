@@ -4,6 +4,11 @@
 // as a PyTorch script builds it from nn.TransformerEncoder.
 //
 //   ./build/cpu/examples/transformer_classification [--epochs 10] [--layers 2] [--d-model 64]
+//
+// At sequence length 1,024 (the bundled texts are under 64 tokens, so padded), with the
+// activations recomputed in backward:
+//   ./build/cpu/examples/transformer_classification --max-length 1024 --max-positions 1024 \
+//       --pad-to-max-length --batch-size 8 --checkpoint-activations
 #include "loom.h"
 #include "text_classifier_program.h"
 #include "transformer_classification_model.h"
@@ -13,7 +18,8 @@ using namespace loom;
 int main(int argc, char** argv) {
   int64_t d_model = 64, heads = 4, layers = 2, feedforward = 128;
   double dropout = 0.1;
-  bool checkpoint_activations = false;
+  int64_t max_positions = examples::TransformerClassifier::kMaxPositions;
+  bool checkpoint_activations = false, checkpoint_blocks = false, keep_attention = false;
   return examples::run_text_classifier(
       argc, argv,
       {.name = "transformer_classification", .description = "Train a Transformer-encoder text classifier",
@@ -26,9 +32,16 @@ int main(int argc, char** argv) {
         app.add_option("--dropout", dropout);
         app.add_flag("--checkpoint-activations", checkpoint_activations,
                      "recompute each encoder layer's activations in backward instead of keeping them");
+        app.add_flag("--checkpoint-blocks", checkpoint_blocks,
+                     "the same, each layer's self-attention and feed-forward blocks apart (less memory at 2-6 layers)");
+        app.add_flag("--checkpoint-keep-attention", keep_attention,
+                     "with either: keep the attention's outputs instead of recomputing them (faster, more memory)");
+        app.add_option("--max-positions", max_positions, "the longest sequence the learned positions cover")
+            ->check(CLI::PositiveNumber);
       },
       [&](int64_t vocab, int64_t classes) {
         return std::make_shared<examples::TransformerClassifier>(vocab, d_model, heads, layers, feedforward, classes,
-                                                                 dropout, checkpoint_activations);
+                                                                 dropout, checkpoint_activations, checkpoint_blocks,
+                                                                 max_positions, keep_attention);
       });
 }

@@ -9,12 +9,17 @@
 namespace examples {
 
 struct TransformerClassifier : loom::nn::Module {
+  static constexpr int64_t kMaxPositions = 512;
+  // checkpoint_blocks: each layer's two blocks checkpointed apart; keep_attention: the
+  // attention's outputs kept through the checkpoint (TransformerEncoderOptions);
+  // max_positions: the longest sequence the learned positions cover.
   TransformerClassifier(int64_t vocab, int64_t d_model, int64_t heads, int64_t layers, int64_t feedforward,
-                        int64_t classes, double dropout, bool checkpoint_layers = false)
+                        int64_t classes, double dropout, bool checkpoint_layers = false, bool checkpoint_blocks = false,
+                        int64_t max_positions = kMaxPositions, bool keep_attention = false)
       : embedding(register_module("embedding",
                                   loom::nn::Embedding(loom::nn::EmbeddingOptions(vocab, d_model).padding_idx(0)))),
         positions(register_module("positions",
-                                  loom::nn::PositionalEncoding(d_model, kMaxPositions, /*learned=*/true, dropout))),
+                                  loom::nn::PositionalEncoding(d_model, max_positions, /*learned=*/true, dropout))),
         encoder(register_module("encoder",
                                 loom::nn::TransformerEncoder(
                                     loom::nn::TransformerEncoderOptions(loom::nn::TransformerEncoderLayerOptions(d_model, heads)
@@ -24,7 +29,9 @@ struct TransformerClassifier : loom::nn::Module {
                                                                             .norm_first(true),
                                                                         layers)
                                         .norm(loom::nn::LayerNorm(d_model))
-                                        .checkpoint_layers(checkpoint_layers)))),
+                                        .checkpoint_layers(checkpoint_layers)
+                                        .checkpoint_blocks(checkpoint_blocks)
+                                        .checkpoint_keep_attention(keep_attention)))),
         fc(register_module("fc", loom::nn::Linear(d_model, classes))) {}
 
   // tokens (B, T) int64 on the model's device; lengths (B) int64, anywhere: from pinned
@@ -35,12 +42,13 @@ struct TransformerClassifier : loom::nn::Module {
     const Device device = tokens.device();
     const Tensor lengths = lengths_in.to(device, /*non_blocking=*/true);
     const Tensor padding = arange(t, TensorOptions(kInt64).device(device)).reshape({1, t}).ge(lengths.reshape({b, 1}));
-    Tensor h = encoder(positions(embedding(tokens)), Tensor(), padding);       // (B, T, d); padding (B, T)
+    // The embedding's output is a temporary of its own statement: not held through the encoder.
+    const Tensor x = positions(embedding(tokens));                             // (B, T, d)
+    Tensor h = encoder(x, Tensor(), padding);                                  // (B, T, d); padding (B, T)
     const Tensor valid = padding.logical_not().unsqueeze(2).to(h.dtype());     // (B, T, 1)
     return fc((h * valid).sum(1) / lengths.unsqueeze(1).to(h.dtype()));       // (B, classes)
   }
 
-  static constexpr int64_t kMaxPositions = 512;
   loom::nn::Embedding embedding;
   loom::nn::PositionalEncoding positions;
   loom::nn::TransformerEncoder encoder;

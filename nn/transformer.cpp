@@ -37,17 +37,23 @@ Tensor TransformerEncoderLayerImpl::feed_forward(const Tensor& x) {
 
 Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src_mask,
                                             const Tensor& src_key_padding_mask, bool is_causal) {
+  return feed_forward_block(self_attention_block(src, src_mask, src_key_padding_mask, is_causal));
+}
+
+Tensor TransformerEncoderLayerImpl::self_attention_block(const Tensor& src, const Tensor& src_mask,
+                                                         const Tensor& src_key_padding_mask, bool is_causal) {
   auto self_attention = [&](const Tensor& x) {
     Tensor attended = self_attn(x, x, x, src_key_padding_mask, /*need_weights=*/false, src_mask,
                                 /*average_attn_weights=*/true, is_causal)
                           .output;
     return dropout(attended, options.dropout_, is_training());
   };
-  if (options.norm_first_) {
-    Tensor x = src + self_attention(norm1(src));
-    return x + feed_forward(norm2(x));
-  }
-  Tensor x = norm1(src + self_attention(src));
+  if (options.norm_first_) return src + self_attention(norm1(src));
+  return norm1(src + self_attention(src));
+}
+
+Tensor TransformerEncoderLayerImpl::feed_forward_block(const Tensor& x) {
+  if (options.norm_first_) return x + feed_forward(norm2(x));
   return norm2(x + feed_forward(x));
 }
 
@@ -68,14 +74,26 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderLayerOpti
 TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderOptions& options)
     : TransformerEncoderImpl(options.layer_, options.num_layers_, options.norm_) {
   checkpoint_layers_ = options.checkpoint_layers_;
+  checkpoint_blocks_ = options.checkpoint_blocks_;
+  checkpoint_keep_attention_ = options.checkpoint_keep_attention_;
 }
 
 Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                        bool is_causal) {
+  const CheckpointOptions options{.keep_attention = checkpoint_keep_attention_};
+  // f(x) with f's activations recomputed in backward.
+  auto checkpointed = [&options](std::function<Tensor(const Tensor&)> f, const Tensor& x) {
+    return checkpoint([f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; }, {x}, options)[0];
+  };
   Tensor x = src;
   for (const TransformerEncoderLayer& layer : stack_) {
-    if (checkpoint_layers_) {
-      x = checkpoint([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
+    if (checkpoint_blocks_) {
+      x = checkpointed([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
+        return layer->self_attention_block(in, mask, src_key_padding_mask, is_causal);
+      }, x);
+      x = checkpointed([layer](const Tensor& in) { return layer->feed_forward_block(in); }, x);
+    } else if (checkpoint_layers_) {
+      x = checkpointed([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
         return layer(in, mask, src_key_padding_mask, is_causal);
       }, x);
     } else {

@@ -53,6 +53,12 @@ class TransformerEncoderLayerImpl : public Module {
   // src_key_padding_mask as nn::MultiheadAttention's attn_mask and key_padding_mask.
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
+  // The layer's two residual blocks: forward(src) is feed_forward_block(self_attention_block(src)).
+  // Pre-norm: src + sa(norm1(src)) and x + ff(norm2(x)); post-norm: norm1(src + sa(src)) and
+  // norm2(x + ff(x)). (TransformerEncoderOptions::checkpoint_blocks checkpoints each.)
+  Tensor self_attention_block(const Tensor& src, const Tensor& src_mask = Tensor(),
+                              const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false);
+  Tensor feed_forward_block(const Tensor& x);
 
   TransformerEncoderLayerOptions options;
   MultiheadAttention self_attn;
@@ -72,10 +78,20 @@ struct TransformerEncoderOptions {
   // autograd/activation_checkpoint.h): about one more forward per step, for a backward
   // that holds one layer's activations at a time.
   TransformerEncoderOptions& checkpoint_layers(bool c) { checkpoint_layers_ = c; return *this; }
+  // Finer: each layer's two residual blocks (self-attention, feed-forward) checkpointed as
+  // two segments. The same recomputation; backward holds one block's activations at a time,
+  // for one more saved (N, T, d_model) tensor per layer (the feed-forward block's input).
+  TransformerEncoderOptions& checkpoint_blocks(bool c) { checkpoint_blocks_ = c; return *this; }
+  // With either: keep each layer's attention output and log-sum-exp from the forward instead
+  // of running the attention again (CheckpointOptions::keep_attention): 1 + 1/Ev floats a
+  // token and model width kept a layer, for most of the recomputation's time at long sequences.
+  TransformerEncoderOptions& checkpoint_keep_attention(bool k) { checkpoint_keep_attention_ = k; return *this; }
   TransformerEncoderLayerOptions layer_;
   int64_t num_layers_;
   LayerNorm norm_ = nullptr;
   bool checkpoint_layers_ = false;
+  bool checkpoint_blocks_ = false;
+  bool checkpoint_keep_attention_ = false;
 };
 
 class TransformerEncoderImpl : public Module {
@@ -93,7 +109,7 @@ class TransformerEncoderImpl : public Module {
 
  private:
   std::vector<TransformerEncoderLayer> stack_;  // layers' modules, typed, in order
-  bool checkpoint_layers_ = false;
+  bool checkpoint_layers_ = false, checkpoint_blocks_ = false, checkpoint_keep_attention_ = false;
 };
 using TransformerEncoder = ModuleHolder<TransformerEncoderImpl>;
 

@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 #include "kernels/cuda/philox_args.h"
+#include "kernels/math/random_math.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -138,6 +139,31 @@ TEST_CASE("random numbers do not depend on the thread count", "[core]") {
   std::vector<double> two = rand({3, 70000}).to_vector<double>();
   set_num_threads(threads);
   CHECK(one == two);
+}
+
+TEST_CASE("random fills: element i gets words_of(i)'s words, for any split into ranges", "[core]") {
+  // The CPU fill draws one Philox block for each pair of elements; a range may start at an
+  // odd element. Each value must be the per-element formula on words_of(i).
+  const int threads = get_num_threads();
+  for (int t : {1, 2, 3}) {
+    set_num_threads(t);
+    for (int64_t n : {int64_t(1), int64_t(2), int64_t(7), int64_t(3 * 4096 + 1)}) {
+      INFO(t << " threads, " << n << " elements");
+      manual_seed(13);
+      const uint64_t seed = default_generator().seed(), offset = default_generator().offset();
+      const std::vector<float> got = rand({n}, kFloat32).to_vector<float>();
+      const Tensor keep = bernoulli({n}, 0.7, kFloat64);  // the next stream: blocks_for(n) further on
+      const uint64_t keep_offset = offset + uint64_t(n) / 2 + uint64_t(n) % 2;
+      const std::vector<double> kept = keep.to_vector<double>();
+      for (int64_t i = 0; i < n; ++i) {
+        const auto [w0, w1] = kernels::random_math::words_of(i, seed, offset);
+        REQUIRE(got[size_t(i)] == kernels::random_math::uniform_value<float>(w0, w1, 0.0, 1.0));
+        const uint32_t k0 = kernels::random_math::words_of(i, seed, keep_offset).first;
+        REQUIRE(kept[size_t(i)] == (kernels::random_math::bernoulli_value(k0, 0.7) ? 1.0 : 0.0));
+      }
+    }
+  }
+  set_num_threads(threads);
 }
 
 TEST_CASE("uniform: range, mean, variance, independence", "[core]") {

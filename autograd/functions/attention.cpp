@@ -3,6 +3,7 @@
 // kernels/attention/attention_math.h), so no (L, S) matrix is stored between the two.
 #include "autograd/functions/attention.h"
 
+#include "autograd/activation_checkpoint.h"
 #include "autograd/function.h"
 #include "core/factories.h"
 #include "core/generator.h"
@@ -37,9 +38,6 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                v = fused_attention_operand(v_in.detach());
   const Tensor bias = bias_in.defined() ? bias_in.detach() : bias_in;
   const int64_t L = q.size(-2), Ev = v.size(-1), N = heads ? q.size(0) * q.size(1) : q.size(0);
-  // (N, L, Ev) or (B, H, L, Ev)
-  Tensor out = heads ? empty_heads(q, L, Ev, q.options()) : empty({N, L, Ev}, q.options());
-  Tensor lse = empty({N, L}, q.options().dtype(q.dtype() == kFloat64 ? kFloat64 : kFloat32));  // (N, L)
   // The bits' stream, reserved here and kept for the backward (Note [attention dropout]);
   // every tier reserves as many counters, so what follows draws the same numbers.
   kernels::AttentionDropout dropout;
@@ -47,7 +45,16 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     Generator& g = default_generator();
     dropout = {dropout_p, g.seed(), g.reserve(kernels::attention_dropout::blocks(N, L, k.size(-2)))};
   }
-  forward(out, lse, q, k, v, bias, causal, scale, dropout);
+  Tensor out, lse;  // (N, L, Ev) or (B, H, L, Ev); (N, L)
+  if (std::vector<Tensor> kept = detail::checkpoint_kept_attention(); !kept.empty()) {
+    out = kept[0];  // a checkpoint's recomputation: the forward's outputs (CheckpointOptions::keep_attention)
+    lse = kept[1];
+  } else {
+    out = heads ? empty_heads(q, L, Ev, q.options()) : empty({N, L, Ev}, q.options());
+    lse = empty({N, L}, q.options().dtype(q.dtype() == kFloat64 ? kFloat64 : kFloat32));
+    forward(out, lse, q, k, v, bias, causal, scale, dropout);
+    detail::checkpoint_keep_attention({out, lse});
+  }
   if (needs_grad(q_in, k_in, v_in)) {
     const char* name = cudnn ? "ScaledDotProductCudnnAttentionBackward" : "ScaledDotProductAttentionBackward";
     record(name, {q_in, k_in, v_in}, {out}, {q, k, v, out.detach(), lse},

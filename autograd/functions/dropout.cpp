@@ -8,8 +8,10 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   LOOM_CHECK(p >= 0 && p <= 1, ValueError, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return x * 0.0;
-  Tensor keep = bernoulli(x.sizes(), 1.0 - p, x.options());  // 1 with probability 1 - p
-  return x * (keep / (1.0 - p));
+  // The scaled keep-mask (1 / (1 - p) with probability 1 - p, else 0). The unscaled draw is
+  // a temporary of this statement: freed before the product is made, not live beside it.
+  const Tensor mask = bernoulli(x.sizes(), 1.0 - p, x.options()) / (1.0 - p);
+  return x * mask;
 }
 
 }  // namespace loom

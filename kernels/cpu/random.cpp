@@ -10,17 +10,17 @@
 namespace loom::kernels::cpu {
 namespace {
 
-using random_math::words_of;
-
-// dst[i] = f(w0, w1, i) in row-major element order.
+// dst[i] = f(w0, w1, i) in row-major element order, with words_of(i)'s words: elements 2m
+// and 2m + 1 share Philox block offset + m, computed once for both.
 template <typename T, typename F>
 void fill_random(const Tensor& dst, uint64_t seed, uint64_t offset, F f) {
   Tensor target = dst.is_contiguous() ? dst : empty(dst.sizes(), dst.options());
   T* p = static_cast<T*>(target.data());
   parallel_for(0, target.numel(), 4096, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      auto [w0, w1] = words_of(i, seed, offset);
-      p[i] = f(w0, w1, i);
+    for (int64_t i = b; i < e;) {
+      const auto w = Philox::block(seed, offset + uint64_t(i) / 2);
+      if (i % 2 == 0) p[i] = f(w[0], w[1], i), ++i;  // a range may start at an odd element
+      if (i < e) p[i] = f(w[2], w[3], i), ++i;
     }
   });
   if (!target.is_same(dst)) copy(dst, target);
