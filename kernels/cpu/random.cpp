@@ -2,6 +2,8 @@
 // uses words 2i and 2i+1 of the stream that starts at block `offset` (four words a
 // block), so any split of the work gives the same numbers. The per-element formulas live
 // in kernels/math/random_math.h, shared with the CUDA kernels, which give the same numbers.
+#include <algorithm>
+
 #include "core/factories.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/cpu/loops.h"
@@ -10,17 +12,19 @@
 namespace loom::kernels::cpu {
 namespace {
 
-// dst[i] = f(w0, w1, i) in row-major element order, with words_of(i)'s words: elements 2m
-// and 2m + 1 share Philox block offset + m, computed once for both.
+// dst[i] = f(w0, w1, i) in row-major element order, with words_of(i)'s words: the Philox
+// block that elements 2m and 2m + 1 share is computed once for both.
 template <typename T, typename F>
 void fill_random(const Tensor& dst, uint64_t seed, uint64_t offset, F f) {
   Tensor target = dst.is_contiguous() ? dst : empty(dst.sizes(), dst.options());
   T* p = static_cast<T*>(target.data());
   parallel_for(0, target.numel(), 4096, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e;) {
-      const auto w = Philox::block(seed, offset + uint64_t(i) / 2);
-      if (i % 2 == 0) p[i] = f(w[0], w[1], i), ++i;  // a range may start at an odd element
-      if (i < e) p[i] = f(w[2], w[3], i), ++i;
+    for (int64_t i = b; i < e;) {  // a range may start at an odd element
+      const auto blk = random_math::block_of(i, seed, offset);
+      for (const int64_t pair_end = std::min(e, (i | 1) + 1); i < pair_end; ++i) {
+        const auto [w0, w1] = random_math::words_in(blk, i);
+        p[i] = f(w0, w1, i);
+      }
     }
   });
   if (!target.is_same(dst)) copy(dst, target);

@@ -15,6 +15,7 @@
 //   element in 10^8); in float64 they agree to about 1e-15 relative.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -44,11 +45,20 @@ LOOM_HOST_DEVICE inline double mul_add_unfused(double a, double b, double c) {
 #endif
 }
 
+// Elements 2m and 2m + 1 draw from one Philox block, offset + m: element i's block, and
+// its two words in it (words 0 and 1 for the even element, 2 and 3 for the odd one). A loop
+// over elements computes the block once for both (kernels/cpu/random.cpp).
+LOOM_HOST_DEVICE inline std::array<uint32_t, 4> block_of(int64_t i, uint64_t seed, uint64_t offset) {
+  return Philox::block(seed, offset + uint64_t(i) / 2);
+}
+LOOM_HOST_DEVICE inline std::pair<uint32_t, uint32_t> words_in(const std::array<uint32_t, 4>& blk, int64_t i) {
+  const int first = int(i % 2) * 2;
+  return {blk[first], blk[first + 1]};
+}
+
 // The two random words of element i.
 LOOM_HOST_DEVICE inline std::pair<uint32_t, uint32_t> words_of(int64_t i, uint64_t seed, uint64_t offset) {
-  const uint64_t word = uint64_t(i) * 2;
-  const auto blk = Philox::block(seed, offset + word / 4);
-  return {blk[word % 4], blk[word % 4 + 1]};
+  return words_in(block_of(i, seed, offset), i);
 }
 
 // U[low, high) in T.
