@@ -29,7 +29,13 @@ struct Frame {
   bool done = false;
   bool keep_attention = false;
   std::vector<std::vector<Tensor>> kept_attention;  // each attention's outputs, in order (keep_attention)
-  size_t next_kept = 0;                              // the next one the recomputation takes
+  size_t next_kept = 0;                              // the next one the recomputation (or a twin) takes
+  // Nesting (Note [nested recomputation]): the checkpoints this frame's forward ran directly
+  // inside it, in order; the next of them its recomputation runs again; and, for a frame
+  // made by an enclosing frame's recomputation, the forward's frame it stands for.
+  std::vector<std::weak_ptr<Frame>> children;
+  size_t next_child = 0;
+  std::shared_ptr<Frame> twin;
 
   void recompute();
   const Tensor& get(size_t index) {
@@ -131,6 +137,7 @@ void Frame::recompute() {
     const SavedTensorHooksGuard guard(&hooks);
     const CurrentFrame current(this, /*recompute=*/true);
     next_kept = 0;
+    next_child = 0;
     try {
       fn(in);
     } catch (const StopRecomputation&) {
@@ -163,8 +170,19 @@ void checkpoint_keep_attention(const std::vector<Tensor>& outputs) {
 
 std::vector<Tensor> checkpoint_kept_attention() {
   Frame* f = current_frame;
-  if (!f || !recomputing || f->next_kept >= f->kept_attention.size()) return {};
-  return std::move(f->kept_attention[f->next_kept++]);  // the frame lets go: backward holds them now
+  if (!f) return {};
+  if (recomputing) {
+    if (f->next_kept >= f->kept_attention.size()) return {};
+    return std::move(f->kept_attention[f->next_kept++]);  // the frame lets go: backward holds them now
+  }
+  // The forward of a nested checkpoint that an enclosing recomputation runs again: its twin's
+  // outputs, shared (the twin's own recomputation takes them later). Ones its twin has let go
+  // already are computed again.
+  if (!f->twin || f->next_kept >= f->twin->kept_attention.size()) return {};
+  std::vector<Tensor> kept = f->twin->kept_attention[f->next_kept++];
+  for (const Tensor& t : kept)
+    if (!t.defined()) return {};
+  return kept;
 }
 
 }  // namespace detail
@@ -183,6 +201,13 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   frame->rng_offset = default_generator().offset();
   frame->autocast = autocast::snapshot();
   frame->keep_attention = options.keep_attention;
+  if (Frame* parent = current_frame) {
+    if (!recomputing) {
+      parent->children.push_back(frame);
+    } else if (parent->next_child < parent->children.size()) {
+      frame->twin = parent->children[parent->next_child++].lock();
+    }
+  }
   ForwardHooks hooks(frame);
   const SavedTensorHooksGuard guard(&hooks);
   const CurrentFrame current(frame.get(), /*recompute=*/false);

@@ -34,6 +34,16 @@ namespace loom {
 
 using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+// Note [nested recomputation]
+// A checkpoint inside another one saves only its inputs through the outer one's hooks, so
+// the outer segment keeps only its own inputs until backward. There the outer recomputation
+// runs fn again up to the last inner input backward needs (early stop), and each inner
+// segment is recomputed from those when backward reaches it: one inner segment's
+// activations at a time, for one recomputation more of what precedes the last inner one. An
+// inner checkpoint with keep_attention serves its kept attention outputs to the outer
+// recomputation too (the k-th checkpoint that recomputation runs stands for the forward's
+// k-th, its twin), so no attention runs twice. TransformerEncoderOptions with both
+// checkpoint_layers and checkpoint_blocks nests them that way.
 struct CheckpointOptions {
   // Selective checkpointing, as PyTorch's with a policy that saves the attention op: each
   // fused scaled-dot-product attention in fn keeps its output and log-sum-exp from the

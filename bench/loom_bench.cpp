@@ -44,9 +44,10 @@
 // (each layer's activations recomputed in backward, loom::checkpoint): against a run without,
 // peak_mem_bytes shows the memory saved, ms_per_step the recomputation's cost.
 // --checkpoint-blocks checkpoints each layer's two residual blocks (self-attention,
-// feed-forward) as separate segments instead (checkpoint_blocks). --layers N gives the
-// Transformer workloads' encoders N layers instead of 2 (the ratio against depth).
-// --checkpoint-keep-attention, with either, keeps each attention's output through the
+// feed-forward) as separate segments instead (checkpoint_blocks); with both flags, the blocks'
+// checkpoints nest in each layer's. --layers N gives the Transformer workloads' encoders N
+// layers instead of 2 (the ratio against depth).
+// --checkpoint-keep-attention, with any of them, keeps each attention's output through the
 // checkpoint instead of recomputing it (checkpoint_keep_attention).
 // --checkpoint-every K builds the LSTM workloads' layers with RNNOptions::checkpoint_every(K)
 // (activations recomputed in backward K time steps at a time); "checkpoint_every" in the

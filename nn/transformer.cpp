@@ -81,17 +81,24 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderOptions& 
 Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
                                        bool is_causal) {
   const CheckpointOptions options{.keep_attention = checkpoint_keep_attention_};
-  // f(x) with f's activations recomputed in backward.
-  auto checkpointed = [&options](std::function<Tensor(const Tensor&)> f, const Tensor& x) {
+  // f(x) with f's activations recomputed in backward. It holds the options by value: a nested
+  // use runs again in backward, after this call has returned.
+  auto checkpointed = [options](std::function<Tensor(const Tensor&)> f, const Tensor& x) {
     return checkpoint([f](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; }, {x}, options)[0];
   };
   Tensor x = src;
   for (const TransformerEncoderLayer& layer : stack_) {
-    if (checkpoint_blocks_) {
-      x = checkpointed([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
-        return layer->self_attention_block(in, mask, src_key_padding_mask, is_causal);
-      }, x);
-      x = checkpointed([layer](const Tensor& in) { return layer->feed_forward_block(in); }, x);
+    // The two blocks, each a checkpoint of its own.
+    auto blocks = [layer, mask, src_key_padding_mask, is_causal, checkpointed](const Tensor& in) {
+      const Tensor attended = checkpointed([layer, mask, src_key_padding_mask, is_causal](const Tensor& a) {
+        return layer->self_attention_block(a, mask, src_key_padding_mask, is_causal);
+      }, in);
+      return checkpointed([layer](const Tensor& a) { return layer->feed_forward_block(a); }, attended);
+    };
+    if (checkpoint_blocks_ && checkpoint_layers_) {
+      x = checkpointed(blocks, x);  // nested: the layer's input saved, the blocks recomputed from it
+    } else if (checkpoint_blocks_) {
+      x = blocks(x);
     } else if (checkpoint_layers_) {
       x = checkpointed([layer, mask, src_key_padding_mask, is_causal](const Tensor& in) {
         return layer(in, mask, src_key_padding_mask, is_causal);

@@ -81,6 +81,10 @@ struct TransformerEncoderOptions {
   // Finer: each layer's two residual blocks (self-attention, feed-forward) checkpointed as
   // two segments. The same recomputation; backward holds one block's activations at a time,
   // for one more saved (N, T, d_model) tensor per layer (the feed-forward block's input).
+  // With checkpoint_layers too, the blocks' checkpoints nest in each layer's (Note [nested
+  // recomputation] in autograd/activation_checkpoint.h): only the layer's input is kept
+  // through the forward, and backward recomputes the layer up to the feed-forward block's
+  // input (with checkpoint_keep_attention, without running the attention), then each block.
   TransformerEncoderOptions& checkpoint_blocks(bool c) { checkpoint_blocks_ = c; return *this; }
   // With either: keep each layer's attention output and log-sum-exp from the forward instead
   // of running the attention again (CheckpointOptions::keep_attention): 1 + 1/Ev floats a

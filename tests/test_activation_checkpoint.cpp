@@ -290,53 +290,71 @@ TEST_CASE("checkpoint frees the segment's activations after forward (CPU allocat
 
 TEST_CASE("TransformerEncoderOptions::checkpoint_layers and checkpoint_blocks: the same losses and gradients, less memory",
           "[checkpoint_activations][transformer]") {
-  enum Mode { kPlain, kLayers, kBlocks };
-  const auto run = [](Mode mode, bool norm_first, size_t& peak, bool keep_attention = false) {
+  enum Mode { kPlain, kLayers, kBlocks, kNested };  // kNested: both, the blocks' checkpoints inside the layers'
+  const char* names[] = {"plain", "checkpoint_layers", "checkpoint_blocks", "checkpoint_layers + checkpoint_blocks"};
+  const int64_t layers = 3, steps = 2;
+  struct Run {
+    std::vector<double> losses;
+    std::vector<Tensor> grads;
+    size_t peak = 0;
+    uint64_t attention_runs = 0;  // the fused attention's forwards over the steps
+  };
+  const auto run = [&](Mode mode, bool norm_first, bool keep_attention) {
     manual_seed(9);
     nn::TransformerEncoder encoder(
         nn::TransformerEncoderOptions(
-            nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.2).batch_first(true).norm_first(norm_first), 3)
+            nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.2).batch_first(true).norm_first(norm_first), layers)
             .norm(nn::LayerNorm(32))
-            .checkpoint_layers(mode == kLayers)
-            .checkpoint_blocks(mode == kBlocks)
+            .checkpoint_layers(mode == kLayers || mode == kNested)
+            .checkpoint_blocks(mode == kBlocks || mode == kNested)
             .checkpoint_keep_attention(keep_attention));
     encoder->train();
     const Tensor src = random_nonzero({4, 64, 32}), padding = arange(64).reshape({1, 64}).ge(
                                                                    from_vector<int64_t>({64, 50, 33, 7}, {4, 1}));
-    std::vector<double> losses;
-    std::vector<Tensor> grads;
+    Run r;
     cpu::reset_peak_memory_stats();
     const size_t base = cpu::memory_allocated();
-    for (int step = 0; step < 2; ++step) {
+    const uint64_t runs_before = detail::fused_attention_forward_count();
+    for (int step = 0; step < steps; ++step) {
       encoder->zero_grad();
       const Tensor loss = encoder(src, Tensor(), padding).pow(2.0).mean();
       loss.backward();
-      losses.push_back(loss.item<double>());
+      r.losses.push_back(loss.item<double>());
     }
-    peak = cpu::max_memory_allocated() - base;
-    for (const Tensor& p : encoder->parameters()) grads.push_back(p.grad().clone());
-    return std::pair{losses, grads};
+    r.peak = cpu::max_memory_allocated() - base;
+    r.attention_runs = detail::fused_attention_forward_count() - runs_before;
+    for (const Tensor& p : encoder->parameters()) r.grads.push_back(p.grad().clone());
+    return r;
   };
   for (bool norm_first : {false, true}) {
     INFO((norm_first ? "pre-norm" : "post-norm"));
-    size_t peaks[3] = {};
-    const auto [plain_losses, plain_grads] = run(kPlain, norm_first, peaks[kPlain]);
-    for (Mode mode : {kLayers, kBlocks}) {
+    const Run plain = run(kPlain, norm_first, false);
+    CHECK(plain.attention_runs == uint64_t(layers * steps));
+    size_t peaks[4][2] = {};
+    for (Mode mode : {kLayers, kBlocks, kNested}) {
       for (bool keep_attention : {false, true}) {
-        INFO((mode == kLayers ? "checkpoint_layers" : "checkpoint_blocks") << (keep_attention ? ", keep_attention" : ""));
-        size_t peak = 0;
-        const auto [losses, grads] = run(mode, norm_first, keep_attention ? peak : peaks[mode], keep_attention);
-        CHECK(losses == plain_losses);
-        REQUIRE(grads.size() == plain_grads.size());
-        for (size_t i = 0; i < grads.size(); ++i) {
+        INFO(names[mode] << (keep_attention ? ", keep_attention" : ""));
+        const Run r = run(mode, norm_first, keep_attention);
+        peaks[mode][keep_attention] = r.peak;
+        CHECK(r.losses == plain.losses);
+        REQUIRE(r.grads.size() == plain.grads.size());
+        for (size_t i = 0; i < r.grads.size(); ++i) {
           INFO("parameter " << i);
-          CHECK(same_bits(grads[i], plain_grads[i]));
+          CHECK(same_bits(r.grads[i], plain.grads[i]));
         }
+        // Each attention runs in the forward, and again in each recomputation that reaches
+        // it unless kept: nested, the layer's recomputation too (its twin serves the kept ones).
+        const int64_t recomputations = keep_attention ? 0 : (mode == kNested ? 2 : 1);
+        CHECK(r.attention_runs == uint64_t(layers * steps * (1 + recomputations)));
       }
     }
-    std::printf("TransformerEncoder (3 layers, (4, 64, 32), %s): peak %zu bytes, %zu with checkpoint_layers, %zu with "
-                "checkpoint_blocks\n", norm_first ? "pre-norm" : "post-norm", peaks[kPlain], peaks[kLayers], peaks[kBlocks]);
-    CHECK(peaks[kLayers] < peaks[kPlain]);
-    CHECK(peaks[kBlocks] < peaks[kLayers]);  // a block's activations at a time, for one more saved input a layer
+    std::printf("TransformerEncoder (%lld layers, (4, 64, 32), %s): peak %zu bytes; checkpoint_layers %zu, "
+                "checkpoint_blocks %zu, both (nested) %zu; with keep_attention %zu, %zu, %zu\n",
+                static_cast<long long>(layers), norm_first ? "pre-norm" : "post-norm", plain.peak, peaks[kLayers][0],
+                peaks[kBlocks][0], peaks[kNested][0], peaks[kLayers][1], peaks[kBlocks][1], peaks[kNested][1]);
+    CHECK(peaks[kLayers][0] < plain.peak);
+    CHECK(peaks[kBlocks][0] < peaks[kLayers][0]);  // a block's activations at a time, for one more saved input a layer
+    // Nested: a block's activations at a time, and one saved input a layer.
+    for (bool keep : {false, true}) CHECK(peaks[kNested][keep] < peaks[kBlocks][keep]);
   }
 }

@@ -3,6 +3,8 @@
 // kernels/attention/attention_math.h), so no (L, S) matrix is stored between the two.
 #include "autograd/functions/attention.h"
 
+#include <atomic>
+
 #include "autograd/activation_checkpoint.h"
 #include "autograd/function.h"
 #include "core/factories.h"
@@ -19,7 +21,13 @@ Tensor empty_heads(const Tensor& like, int64_t rows, int64_t cols, const TensorO
   return empty({like.size(0), rows, like.size(1), cols}, options).transpose(1, 2);
 }
 
+std::atomic<uint64_t> fused_attention_forward_runs{0};
+
 }  // namespace
+
+namespace detail {
+uint64_t fused_attention_forward_count() { return fused_attention_forward_runs.load(std::memory_order_relaxed); }
+}  // namespace detail
 
 Tensor fused_attention_operand(const Tensor& t) {
   if (t.dim() == 4 && kernels::attention_heads_in_place(t)) return t;
@@ -53,6 +61,7 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     out = heads ? empty_heads(q, L, Ev, q.options()) : empty({N, L, Ev}, q.options());
     lse = empty({N, L}, q.options().dtype(q.dtype() == kFloat64 ? kFloat64 : kFloat32));
     forward(out, lse, q, k, v, bias, causal, scale, dropout);
+    fused_attention_forward_runs.fetch_add(1, std::memory_order_relaxed);
     detail::checkpoint_keep_attention({out, lse});
   }
   if (needs_grad(q_in, k_in, v_in)) {

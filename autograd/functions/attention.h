@@ -47,6 +47,9 @@ Tensor sdpa_reference(const Tensor& query, const Tensor& key, const Tensor& valu
 // dropout_p = p (Note [attention dropout]): the generator's (seed, offset) just before the
 // call gives the mask that call used.
 Tensor sdpa_dropout_mask(uint64_t seed, uint64_t offset, int64_t N, int64_t L, int64_t S, double p);
+// How many times the fused kernels' forward has run in this process (a checkpoint's kept
+// outputs are not a run): for tests of CheckpointOptions::keep_attention.
+uint64_t fused_attention_forward_count();
 }  // namespace detail
 
 // out (N, L, Ev) = softmax(scale * q k^T + bias) v for q (N, L, E), k (N, S, E),
