@@ -1,12 +1,15 @@
 // The bfloat16 GEMM (kernels/cpu/gemm_bf16.h, Note [bfloat16 GEMM]) against a float64 loop
 // over the operands rounded to bfloat16, for each kernel: the float32 one runs everywhere;
 // the avx512_bf16 one is tagged "[.avx512bf16]" and registered on its own, skipped (exit
-// 77) on a CPU without AVX512-BF16, never counted as passed there.
+// 77) on a CPU without AVX512-BF16, never counted as passed there; the onednn one likewise
+// "[.onednn_bf16]", skipped where oneDNN makes no bfloat16 primitive (no AVX-512).
 #include <array>
+#include <cstdlib>
 
 #include "test_util.h"
 #include "bf16_kernel_test_util.h"
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_features.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -117,15 +120,36 @@ TEST_CASE("bfloat16 matmul, avx512_bf16 kernel: batches, strided operands and ou
   check_bmm(Bf16GemmKernel::Avx512Bf16);
 }
 
+TEST_CASE("bfloat16 GEMM, onednn kernel: odd sizes, both storage orders, float32 and bfloat16 operands",
+          "[.onednn_bf16]") {
+  skip_without_onednn_bf16();
+  check_gemm_sizes(Bf16GemmKernel::OneDnn);
+}
+
+TEST_CASE("bfloat16 matmul, onednn kernel: batches, strided operands and output, beta 1", "[.onednn_bf16]") {
+  skip_without_onednn_bf16();
+  check_bmm(Bf16GemmKernel::OneDnn);
+}
+
 TEST_CASE("bfloat16 GEMM: the kernel in use is the CPU's best, and one it lacks cannot be forced", "[gemm_bf16]") {
   const bool has = kernels::cpu::cpu_has_avx512_bf16();
-  REQUIRE(kernels::cpu::bf16_gemm_kernel() == (has ? Bf16GemmKernel::Avx512Bf16 : Bf16GemmKernel::Float32));
+  const bool onednn = kernels::cpu::onednn_matmul_available(kBFloat16);
+  // onednn only with AMX (and a oneDNN that makes the primitive), else as before AMX.
+  const Bf16GemmKernel best = kernels::cpu::cpu_has_amx_bf16() && onednn ? Bf16GemmKernel::OneDnn
+                              : has                                      ? Bf16GemmKernel::Avx512Bf16
+                                                                         : Bf16GemmKernel::Float32;
+  REQUIRE(kernels::cpu::default_bf16_gemm_kernel() == best);
+  if (std::getenv("LOOM_CPU_BF16_GEMM") == nullptr) REQUIRE(kernels::cpu::bf16_gemm_kernel() == best);
   if (!has) {
     REQUIRE_THROWS_AS(kernels::cpu::force_bf16_gemm_kernel(Bf16GemmKernel::Avx512Bf16), ValueError);
-    REQUIRE(kernels::cpu::bf16_gemm_kernel() == Bf16GemmKernel::Float32);
+    REQUIRE(kernels::cpu::bf16_gemm_kernel() != Bf16GemmKernel::Avx512Bf16);
+  }
+  if (!onednn) {
+    REQUIRE_THROWS_AS(kernels::cpu::force_bf16_gemm_kernel(Bf16GemmKernel::OneDnn), ValueError);
+    REQUIRE(kernels::cpu::bf16_gemm_kernel() != Bf16GemmKernel::OneDnn);
   }
   kernels::cpu::force_bf16_gemm_kernel(Bf16GemmKernel::Float32);
   REQUIRE(kernels::cpu::bf16_gemm_kernel() == Bf16GemmKernel::Float32);
   kernels::cpu::force_bf16_gemm_kernel(std::nullopt);
-  REQUIRE(kernels::cpu::bf16_gemm_kernel() == (has ? Bf16GemmKernel::Avx512Bf16 : Bf16GemmKernel::Float32));
+  if (std::getenv("LOOM_CPU_BF16_GEMM") == nullptr) REQUIRE(kernels::cpu::bf16_gemm_kernel() == best);
 }

@@ -4,14 +4,24 @@
 #include <algorithm>
 #include <atomic>
 
+#include <cstdlib>
+
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_bf16_operand.h"
+#include "kernels/cpu/gemm_env.h"
+#include "kernels/cpu/onednn_matmul.h"
 
 namespace loom::kernels::cpu {
 
 const char* bf16_gemm_kernel_name(Bf16GemmKernel k) {
-  return k == Bf16GemmKernel::Avx512Bf16 ? "avx512_bf16" : "float32";
+  switch (k) {
+    case Bf16GemmKernel::Avx512Bf16: return "avx512_bf16";
+    case Bf16GemmKernel::Float32: return "float32";
+    case Bf16GemmKernel::OneDnn: return "onednn";
+  }
+  return "?";
 }
 
 bool cpu_has_avx512_bf16() {
@@ -23,22 +33,60 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+bool bf16_gemm_kernel_available(Bf16GemmKernel k) {
+  switch (k) {
+    case Bf16GemmKernel::Avx512Bf16: return cpu_has_avx512_bf16();
+    case Bf16GemmKernel::OneDnn: return onednn_matmul_available(DType::BFloat16);
+    case Bf16GemmKernel::Float32: return true;
+  }
+  return false;
+}
+
+Bf16GemmKernel default_bf16_gemm_kernel() {
+  // oneDNN's only where AMX runs it (brg:avx512_core_amx_bf16, ~15x the avx512_bf16 kernel);
+  // without AMX, oneDNN's bfloat16 matmul is level with Loom's kernel (Note [bfloat16 GEMM]).
+  static const Bf16GemmKernel k = cpu_has_amx_bf16() && onednn_matmul_available(DType::BFloat16)
+                                      ? Bf16GemmKernel::OneDnn
+                                      : cpu_has_avx512_bf16() ? Bf16GemmKernel::Avx512Bf16 : Bf16GemmKernel::Float32;
+  return k;
+}
+
 namespace {
 
 constexpr int kNotForced = -1;
 std::atomic<int> forced_kernel{kNotForced};
+
+const char* unavailable_reason(Bf16GemmKernel k) {
+  return k == Bf16GemmKernel::OneDnn ? "oneDNN 2.6 has no bf16 primitive on this CPU (needs AVX-512)"
+                                     : "this CPU has no AVX512-BF16";
+}
+
+// LOOM_CPU_BF16_GEMM, parsed and checked once (a static that throws is tried again, so an
+// invalid value fails every bfloat16 GEMM with the same message rather than being ignored).
+std::optional<Bf16GemmKernel> kernel_from_env() {
+  static const std::optional<Bf16GemmKernel> k = [] {
+    const char* value = std::getenv(kBf16GemmEnv);
+    const std::optional<Bf16GemmKernel> parsed = parse_bf16_gemm_env(value);
+    LOOM_CHECK(!parsed || bf16_gemm_kernel_available(*parsed), ValueError, kBf16GemmEnv, "=", value,
+               ": that kernel cannot run here (", unavailable_reason(*parsed), "); the choices are onednn, ",
+               "avx512_bf16 and float32, where available");
+    return parsed;
+  }();
+  return k;
+}
 
 }  // namespace
 
 Bf16GemmKernel bf16_gemm_kernel() {
   const int forced = forced_kernel.load(std::memory_order_relaxed);
   if (forced != kNotForced) return Bf16GemmKernel(forced);
-  return cpu_has_avx512_bf16() ? Bf16GemmKernel::Avx512Bf16 : Bf16GemmKernel::Float32;
+  if (const std::optional<Bf16GemmKernel> env = kernel_from_env()) return *env;
+  return default_bf16_gemm_kernel();
 }
 
 void force_bf16_gemm_kernel(std::optional<Bf16GemmKernel> k) {
-  LOOM_CHECK(!k || *k != Bf16GemmKernel::Avx512Bf16 || cpu_has_avx512_bf16(), ValueError,
-             "force_bf16_gemm_kernel: this CPU has no AVX512-BF16, so the avx512_bf16 kernel cannot run");
+  LOOM_CHECK(!k || bf16_gemm_kernel_available(*k), ValueError, "force_bf16_gemm_kernel: the ",
+             bf16_gemm_kernel_name(*k), " kernel cannot run here: ", unavailable_reason(*k));
   forced_kernel.store(k ? int(*k) : kNotForced, std::memory_order_relaxed);
 }
 
@@ -50,6 +98,11 @@ void pack_bf16_b(const Bf16Operand& b, int64_t K, int64_t N, PackedBf16B& p) {
   p.N = N;
   p.kernel = bf16_gemm_kernel();
   const bool threads = K * N >= kParallelPackElements && !in_parallel_region();
+  if (p.kernel == Bf16GemmKernel::OneDnn) {
+    // oneDNN's reorder into the primitive's layout, on this thread (onednn_matmul.h).
+    onednn_pack_weights(b.m, b.dtype, K, N, DType::BFloat16, p.onednn);
+    return;
+  }
   if (p.kernel == Bf16GemmKernel::Avx512Bf16) {
     // Panels of columns are independent: each thread packs a run of them, from its slice
     // of B's columns into its run of panels.
@@ -80,6 +133,10 @@ void gemm_bf16(int64_t M, const Bf16Operand& a, const PackedBf16B& b, float* c, 
   if (b.K == 0) {  // an empty sum
     if (!accumulate)
       for (int64_t m = 0; m < M; ++m) std::fill(c + m * ldc, c + m * ldc + b.N, 0.0f);
+    return;
+  }
+  if (b.kernel == Bf16GemmKernel::OneDnn) {
+    onednn_matmul(M, a.m, a.dtype, b.onednn, c, ldc, accumulate);
     return;
   }
   if (b.kernel == Bf16GemmKernel::Avx512Bf16) {

@@ -4,13 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm.h"
-
-// Debian's oneDNN threads with OpenMP and reads the calling thread's OpenMP thread count;
-// declared here rather than through <omp.h>, which only GCC ships outside -fopenmp.
-extern "C" {
-int omp_get_max_threads(void);
-void omp_set_num_threads(int);
-}
+#include "kernels/cpu/onednn_threads.h"
 
 namespace loom::kernels::cpu {
 
@@ -19,24 +13,6 @@ namespace {
 // Products smaller than this (multiply-adds) stay on Eigen: oneDNN's per-call checks cost
 // more than an 8³ product (0.34 against 0.08 µs); from 64³ on it is 1.2-2x Eigen's speed.
 constexpr int64_t kOneDnnMinWork = int64_t(32) * 32 * 32;
-
-// oneDNN's sgemm on this thread alone: Loom's pool already splits C across the threads
-// (matmul.cpp), and an OpenMP team per call would put two threads on each core. The
-// caller's OpenMP setting is restored, so a user's own OpenMP code is not affected.
-class OneThreadOpenMP {
- public:
-  OneThreadOpenMP() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
-  }
-  ~OneThreadOpenMP() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
-  }
-  OneThreadOpenMP(const OneThreadOpenMP&) = delete;
-  OneThreadOpenMP& operator=(const OneThreadOpenMP&) = delete;
-
- private:
-  int saved_;
-};
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // the bfloat16 GEMM (gemm_bf16.h).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_env.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/backend.h"
 
@@ -56,7 +58,10 @@ std::atomic<int> forced_float_gemm{kNotForced};
 
 FloatGemm float_gemm() {
   const int forced = forced_float_gemm.load(std::memory_order_relaxed);
-  return forced == kNotForced ? FloatGemm::OneDnn : FloatGemm(forced);
+  if (forced != kNotForced) return FloatGemm(forced);
+  // LOOM_CPU_FLOAT_GEMM, read once (gemm_env.h); an invalid value throws at every use.
+  static const std::optional<FloatGemm> env = parse_float_gemm_env(std::getenv(kFloatGemmEnv));
+  return env.value_or(FloatGemm::OneDnn);
 }
 
 void force_float_gemm(std::optional<FloatGemm> g) {
