@@ -39,6 +39,7 @@
 //   bench_core [--threads N] [--quick]
 // torch_bench_core.cpp prints the same gemm and tiny_add lines for LibTorch.
 #include <cmath>
+#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -72,14 +73,16 @@ double bf16_ceiling(double float32_peak) {
   return kernels::cpu::cpu_has_avx512_bf16() ? 2 * float32_peak : float32_peak;
 }
 
+// load1 too: on a shared machine the peak the threads get drops with the load (and the GEMMs' with it).
 void ceiling_line(const bench::FmaPeak& peak) {
   const double bf16 = bf16_ceiling(peak.gflops);
-  char extra[160];
+  char extra[200];
   if (std::isnan(bf16))
     std::snprintf(extra, sizeof extra, ",\"isa\":\"%s\",\"bf16_ceiling\":null,\"bf16_ceiling_is\":\"unknown (AMX), not measured\"", peak.isa);
   else
     std::snprintf(extra, sizeof extra, ",\"isa\":\"%s\",\"bf16_ceiling\":%.4g,\"bf16_ceiling_is\":\"%s\"", peak.isa, bf16,
                   kernels::cpu::cpu_has_avx512_bf16() ? "2x float32 (AVX512-BF16)" : "float32 FMA peak");
+  std::snprintf(extra + std::strlen(extra), sizeof extra - std::strlen(extra), ",\"load1\":%.2f", bench::load1());
   bench::print({"ceiling", kFramework, 0, "float32", peak.threads, peak.gflops, "GFLOP/s", 0, extra});
 }
 
