@@ -7,6 +7,7 @@
 # prints the table with peer / loom (> 1: Loom is faster). docs/cpu-performance.md shows a run.
 #
 #   bench/scaling.sh [--quick] [--threads N] [--steps N] [--out DIR] [--build DIR] [--no-flush-denormal]
+#                    [--batch B --seq-lens "T1 T2 ..."] [--seq-len T --batches "B1 B2 ..."] [--dtypes "fp32 bf16"]
 #
 #   --quick               2 points per axis on small shapes, 2 measured steps: a smoke test
 #   --threads N           threads for both (default 2; OMP_NUM_THREADS for PyTorch)
@@ -16,6 +17,10 @@
 #   --build DIR           the CMake build dir with bench/loom-bench and bench/scaling_plot
 #                         (default: build/cpu)
 #   --no-flush-denormal   leave denormal floats on in both (each framework's default)
+#   --batch, --seq-lens   the first axis: these sequence lengths at this batch (64; 64 ... 1024)
+#   --seq-len, --batches  the second: these batches at this sequence length (256; 8 ... 256);
+#                         smaller sweeps where PyTorch's steps are slow (docs/cpu-performance.md)
+#   --dtypes LIST         fp32 (float32), bf16 (bfloat16 autocast) or both (the default)
 #
 # Denormals are flushed to zero in both by default (loom-bench --flush-denormal,
 # torch.set_flush_denormal(True)): the LSTM's backward sends gradients into denormals, which
@@ -33,6 +38,7 @@ threads=2
 steps=3
 quick=0
 flush=(--flush-denormal)
+batch_arg= seq_len_arg= seqs_arg=() batches_arg=() dtypes=(fp32 bf16)
 while (($#)); do
   case $1 in
     --quick) quick=1; shift ;;
@@ -41,6 +47,11 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --no-flush-denormal) flush=(); shift ;;
+    --batch) batch_arg=$2; shift 2 ;;
+    --seq-len) seq_len_arg=$2; shift 2 ;;
+    --seq-lens) read -r -a seqs_arg <<< "$2"; shift 2 ;;
+    --batches) read -r -a batches_arg <<< "$2"; shift 2 ;;
+    --dtypes) read -r -a dtypes <<< "$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "scaling.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -51,6 +62,9 @@ if ((quick)); then
 else
   batch=64 seq_len=256 seqs=(64 128 256 512 1024) batches=(8 16 32 64 128 256)
 fi
+batch=${batch_arg:-$batch} seq_len=${seq_len_arg:-$seq_len}
+((${#seqs_arg[@]})) && seqs=("${seqs_arg[@]}")
+((${#batches_arg[@]})) && batches=("${batches_arg[@]}")
 out=${out:-$build/scaling}
 mkdir -p "$out"
 loom_bench=$build/bench/loom-bench
@@ -77,9 +91,12 @@ results=$out/scaling.jsonl
 : > "$results"
 for point in "${points[@]}"; do
   read -r b t <<< "$point"
-  for amp in off bf16; do
-    amp_flag=()
-    [[ $amp == off ]] || amp_flag=(--amp "$amp")
+  for dtype in "${dtypes[@]}"; do
+    case $dtype in
+      fp32) amp=off amp_flag=() ;;
+      bf16) amp=bf16 amp_flag=(--amp bf16) ;;
+      *) echo "scaling.sh: --dtypes takes fp32 and bf16, not $dtype" >&2; exit 2 ;;
+    esac
     shape=(--steps "$steps" --threads "$threads" --batch "$b" --seq-len "$t" ${flush[@]+"${flush[@]}"} ${amp_flag[@]+"${amp_flag[@]}"})
     echo "scaling.sh: batch $b, seq $t, amp $amp: loom (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     "$loom_bench" "${shape[@]}" lstm-sentiment >> "$results"
@@ -93,7 +110,7 @@ done
 "$plot" --in "$results" --out "$out" --batch "$batch" --seq-len "$seq_len"
 flushed=$(grep -o '"flush_denormal": \{0,1\}[a-z]*' "$results" | sed 's/.*: \{0,1\}//' | sort -u | tr '\n' ' ')
 case $flushed in
-  "true ") echo "denormals: flushed to zero (FTZ/DAZ) in ${python:+both}${python:-Loom}" ;;
+  "true ") echo "denormals: flushed to zero (FTZ/DAZ) in $([[ -n $python ]] && echo "both" || echo "Loom")" ;;
   "false ") echo "denormals: not flushed (each framework's default; Loom still flushes inside its recurrent sweeps)" ;;
   *) echo "denormals: mixed (flush_denormal $flushed)" ;;
 esac
