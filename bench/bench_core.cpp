@@ -1,12 +1,21 @@
 // Core micro-benchmarks, one JSON object per line (bench_util.h):
-//   gemm               float32 A·B at N = 256, 1024, 2048 in GFLOP/s, beside the ceiling of
-//                      shared/workloads.md (Eigen with AVX-512 on 2 threads, 200 GFLOP/s).
+//   ceiling            the float32 FMA peak of this CPU on the benchmark's threads at once,
+//                      measured first (fma_peak.h): GFLOP/s, the ISA ("avx512f" or
+//                      "avx2+fma") and bf16_ceiling, the bfloat16 lines' ceiling (below).
+//   gemm               float32 A·B at N = 256, 1024, 2048 in GFLOP/s. This and the next two
+//                      print "ceiling" and "fraction_of_ceiling" (value / ceiling) against the
+//                      peak just measured, not a constant: it is 200-400 GFLOP/s on 2 cores
+//                      depending on the machine of the day.
 //   gemm_shape         float32 products of a transformer-small step (d 256, ff 1024, 4096
 //                      tokens: forward X·W^T, input gradient dY·W, weight gradient dY^T·X)
 //                      and 1024³, in GFLOP/s, once on oneDNN's sgemm (the default) and once
 //                      on Eigen's ("kernel"; Note [GEMM dispatch]).
 //   gemm_bf16          bfloat16 A·B (float32 sums) at N = 256, 1024, 2048 in GFLOP/s, once per
-//                      kernel this CPU runs (Note [bfloat16 GEMM]; "kernel" in the line).
+//                      kernel this CPU runs (Note [bfloat16 GEMM]; "kernel" in the line). The
+//                      ceiling is what this CPU could do for bfloat16, whichever kernel runs:
+//                      the float32 FMA peak; 2x that with AVX512-BF16 (vdpbf16ps does two
+//                      multiply-adds a 32-bit lane for an FMA's one: assumed, not measured);
+//                      null with AMX (its tile peak is unknown here, not measured).
 //   add                a + b on 2^24 contiguous float32 elements: GB/s (3 × the bytes of one).
 //   softmax            softmax over rows of 4096 float32: GB/s (2 × the input's bytes).
 //   sdpa               ms per forward + backward of scaled_dot_product_attention on
@@ -29,7 +38,15 @@
 //
 //   bench_core [--threads N] [--quick]
 // torch_bench_core.cpp prints the same gemm and tiny_add lines for LibTorch.
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "bench/bench_util.h"
+#include "bench/fma_peak.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "loom.h"
@@ -40,7 +57,36 @@ namespace {
 
 constexpr const char* kFramework = "loom";
 
-void gemm_bf16_lines(const bench::Options& o) {
+// Whether the CPU has AMX-BF16 tiles (CPUID leaf 7: EDX bit 22).
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1);
+#else
+  return false;
+#endif
+}
+
+// The ceiling of the bfloat16 lines from the float32 FMA peak (the header says why); NaN: unknown.
+double bf16_ceiling(double float32_peak) {
+  if (cpu_has_amx_bf16()) return std::nan("");
+  return kernels::cpu::cpu_has_avx512_bf16() ? 2 * float32_peak : float32_peak;
+}
+
+// load1 too: on a shared machine the peak the threads get drops with the load (and the GEMMs' with it).
+void ceiling_line(const bench::FmaPeak& peak) {
+  const double bf16 = bf16_ceiling(peak.gflops);
+  char extra[200];
+  if (std::isnan(bf16))
+    std::snprintf(extra, sizeof extra, ",\"isa\":\"%s\",\"bf16_ceiling\":null,\"bf16_ceiling_is\":\"unknown (AMX), not measured\"", peak.isa);
+  else
+    std::snprintf(extra, sizeof extra, ",\"isa\":\"%s\",\"bf16_ceiling\":%.4g,\"bf16_ceiling_is\":\"%s\"", peak.isa, bf16,
+                  kernels::cpu::cpu_has_avx512_bf16() ? "2x float32 (AVX512-BF16)" : "float32 FMA peak");
+  std::snprintf(extra + std::strlen(extra), sizeof extra - std::strlen(extra), ",\"load1\":%.2f", bench::load1());
+  bench::print({"ceiling", kFramework, 0, "float32", peak.threads, peak.gflops, "GFLOP/s", 0, extra});
+}
+
+void gemm_bf16_lines(const bench::Options& o, double ceiling) {
   using kernels::cpu::Bf16GemmKernel;
   for (Bf16GemmKernel k : {Bf16GemmKernel::Avx512Bf16, Bf16GemmKernel::Float32}) {
     if (k == Bf16GemmKernel::Avx512Bf16 && !kernels::cpu::cpu_has_avx512_bf16()) continue;
@@ -52,13 +98,13 @@ void gemm_bf16_lines(const bench::Options& o) {
       char extra[64];
       std::snprintf(extra, sizeof extra, ",\"kernel\":\"%s\"", kernels::cpu::bf16_gemm_kernel_name(k));
       bench::print({"gemm_bf16", kFramework, n, "bfloat16", get_num_threads(),
-                    2.0 * double(n) * double(n) * double(n) / s / 1e9, "GFLOP/s", 0, extra});
+                    2.0 * double(n) * double(n) * double(n) / s / 1e9, "GFLOP/s", ceiling, extra});
     }
   }
   kernels::cpu::force_bf16_gemm_kernel(std::nullopt);
 }
 
-void gemm_shape_lines(const bench::Options& o) {
+void gemm_shape_lines(const bench::Options& o, double ceiling) {
   using kernels::cpu::FloatGemm;
   struct Product {
     const char* name;
@@ -79,7 +125,7 @@ void gemm_shape_lines(const bench::Options& o) {
       std::snprintf(extra, sizeof extra, ",\"kernel\":\"%s\",\"product\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld",
                     kernels::cpu::float_gemm_name(g), p.name, (long long)p.M, (long long)p.N, (long long)p.K);
       bench::print({"gemm_shape", kFramework, p.M * p.N * p.K, "float32", get_num_threads(),
-                    2.0 * double(p.M) * double(p.N) * double(p.K) / s / 1e9, "GFLOP/s", 0, extra});
+                    2.0 * double(p.M) * double(p.N) * double(p.K) / s / 1e9, "GFLOP/s", ceiling, extra});
     }
   }
   kernels::cpu::force_float_gemm(std::nullopt);
@@ -235,11 +281,13 @@ int main(int argc, char** argv) {
   const bench::Options o = bench::parse_options(argc, argv);
   if (o.threads > 0) set_num_threads(o.threads);
   manual_seed(0);
-  bench::gemm_lines(kFramework, get_num_threads(), o.quick, [](int64_t n) {
+  const bench::FmaPeak peak = bench::measure_fma_peak(get_num_threads(), o.quick);
+  ceiling_line(peak);
+  bench::gemm_lines(kFramework, get_num_threads(), o.quick, peak.gflops, [](int64_t n) {
     return [a = randn({n, n}), b = randn({n, n})] { (void)matmul(a, b); };
   });
-  gemm_shape_lines(o);
-  gemm_bf16_lines(o);
+  gemm_shape_lines(o, peak.gflops);
+  gemm_bf16_lines(o, bf16_ceiling(peak.gflops));
   add_lines(o);
   softmax_lines(o);
   sdpa_lines(o);

@@ -62,7 +62,7 @@ struct Result {
   int threads;
   double value;
   const char* unit;
-  double ceiling = 0;      // > 0 adds "ceiling" and "fraction_of_ceiling"
+  double ceiling = 0;      // > 0 adds "ceiling" and "fraction_of_ceiling"; NaN adds both as null (unknown)
   const char* extra = "";  // more fields, each starting with a comma
 };
 
@@ -73,23 +73,23 @@ inline void print(const Result& r) {
               r.bench, r.framework, static_cast<long long>(r.size), r.dtype, r.threads, r.value, r.unit);
   if (r.ceiling > 0)
     std::printf(",\"ceiling\":%.4g,\"fraction_of_ceiling\":%.3f", r.ceiling, r.value / r.ceiling);
+  else if (r.ceiling != r.ceiling)
+    std::printf(",\"ceiling\":null,\"fraction_of_ceiling\":null");
   std::printf("%s}\n", r.extra);
   std::fflush(stdout);
 }
 
-// float32 GEMM ceiling on this kind of machine, 2 threads (shared/workloads.md).
-constexpr double kGemmCeilingGflops = 200;
-
-// The "gemm" lines: float32 n x n products at n = 256, 1024, 2048, in GFLOP/s (2 n³ flops).
+// The "gemm" lines: float32 n x n products at n = 256, 1024, 2048, in GFLOP/s (2 n³ flops),
+// beside `ceiling`, the float32 FMA peak measured in the same run (fma_peak.h).
 // make_product(n) returns a callable that computes one product of fresh random matrices.
 template <typename MakeProduct>
-void gemm_lines(const char* framework, int threads, bool quick, MakeProduct make_product) {
+void gemm_lines(const char* framework, int threads, bool quick, double ceiling, MakeProduct make_product) {
   for (int64_t n : {256, 1024, 2048}) {
     auto product = make_product(n);
     const int reps = quick ? 3 : (n <= 256 ? 50 : n <= 1024 ? 15 : 7);
     const double s = median_seconds(product, 2, reps);
     print({"gemm", framework, n, "float32", threads, 2.0 * double(n) * double(n) * double(n) / s / 1e9,
-           "GFLOP/s", kGemmCeilingGflops});
+           "GFLOP/s", ceiling});
   }
 }
 

@@ -5,7 +5,7 @@
 //   loom-bench [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
 //              [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both]
 //              [--checkpoint-activations] [--checkpoint-blocks] [--checkpoint-keep-attention] [--layers N]
-//              [--checkpoint-every K] [--profile DIR] [WORKLOAD ...]
+//              [--checkpoint-every K] [--profile DIR] [--batch N] [--seq-len N] [WORKLOAD ...]
 //
 //   seed-rnn        RNN(10→20, tanh) → last step → Linear(20,1), MSE        64 × 10
 //   embed-mean      Embedding(10000,128) → mean over time → Linear(128,2)    64 × 256
@@ -54,6 +54,9 @@
 // JSON line says which (0: off).
 // --float-gemm eigen runs the CPU's float32 products on Eigen instead of oneDNN (the default),
 // for the comparison in docs/benchmarks.md.
+// --batch N and --seq-len N replace every named workload's batch size and sequence length
+// (the sizes above), as torch_workloads.py's flags of the same names: how a step's cost grows
+// (bench/scaling.sh). The JSON line's batch and seq_len say what ran.
 // --profile DIR records the measured steps with profiler::Profile (memory too) and writes, per
 // workload, <workload>.<ms>.pt.trace.json (TensorBoard's profile plugin, Chrome, Perfetto), the
 // .timeline.html page and the .key_averages.txt table into DIR; the table goes to stderr, and
@@ -263,7 +266,7 @@ struct Workload {
   const char* name;
   int64_t batch, seq;
   int default_steps;  // as torch_workloads.py
-  std::function<Task(Device)> make;
+  std::function<Task(Device, int64_t batch, int64_t seq)> make;
   bool data_parallel = false;  // one rank of a loomrun job: batch and seq are per rank
   bool in_all = true;          // run when no workload is named
 };
@@ -271,43 +274,45 @@ struct Workload {
 // lstm-sentiment-ddp: lstm-sentiment as one rank of DistributedDataParallel (gloo), under
 // `loomrun --nproc-per-node N loom-bench --threads 1 lstm-sentiment-ddp`; each rank draws its
 // own batch. Against N = 1 this measures the scaling (bench/ddp_scaling.sh).
-Task data_parallel_classifier(Device device) {
+Task data_parallel_classifier(Device device, int64_t batch, int64_t seq) {
   if (!distributed::is_initialized()) distributed::init_process_group(device.is_cuda() ? "nccl" : "gloo");
   auto model = std::make_shared<LSTMClassifier>(20000, 128, 256, 1);
   model->to(device);
   auto ddp = std::make_shared<nn::parallel::DistributedDataParallel<std::shared_ptr<LSTMClassifier>>>(model);
   manual_seed(1 + uint64_t(distributed::get_rank()));
-  const Tensor x = randint(0, 20000, {64, 256}).to(device), y = randint(0, 2, {64}).to(device);
+  const Tensor x = randint(0, 20000, {batch, seq}).to(device), y = randint(0, 2, {batch}).to(device);
   return {model, {x, y}, [ddp](const std::vector<Tensor>& in) { return nn::functional::cross_entropy((*ddp)(in[0]), in[1]); }};
 }
 
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> all = {
       {"seed-rnn", 64, 10, 200,
-       [](Device device) {
+       [](Device device, int64_t B, int64_t T) {
          auto model = std::make_shared<SeedRNN>();
          model->to(device);
-         const Tensor x = randn({64, 10, 10}).to(device), y = randn({64, 1}).to(device);
+         const Tensor x = randn({B, T, 10}).to(device), y = randn({B, 1}).to(device);
          return Task{model, {x, y}, [model](const std::vector<Tensor>& in) {
                        return nn::functional::mse_loss(model->forward(in[0]), in[1]);
                      }};
        }},
       {"embed-mean", 64, 256, 50,
-       [](Device device) { return classifier(std::make_shared<EmbedMean>(), 10000, 64, 256, device); }},
+       [](Device device, int64_t B, int64_t T) { return classifier(std::make_shared<EmbedMean>(), 10000, B, T, device); }},
       {"lstm-sentiment", 64, 256, 5,
-       [](Device device) {
-         return classifier(std::make_shared<LSTMClassifier>(20000, 128, 256, 1), 20000, 64, 256, device);
+       [](Device device, int64_t B, int64_t T) {
+         return classifier(std::make_shared<LSTMClassifier>(20000, 128, 256, 1), 20000, B, T, device);
        }},
       {"lstm-2x512", 64, 100, 3,
-       [](Device device) {
-         return classifier(std::make_shared<LSTMClassifier>(20000, 512, 512, 2), 20000, 64, 100, device);
+       [](Device device, int64_t B, int64_t T) {
+         return classifier(std::make_shared<LSTMClassifier>(20000, 512, 512, 2), 20000, B, T, device);
        }},
       {"transformer-small", 32, 128, 10,
-       [](Device device) { return classifier(std::make_shared<TransformerClassifier>(), 20000, 32, 128, device); }},
+       [](Device device, int64_t B, int64_t T) {
+         return classifier(std::make_shared<TransformerClassifier>(T), 20000, B, T, device);
+       }},
       {"transformer-1k", 8, 1024, 3,
-       [](Device device) {
-         return classifier(std::make_shared<TransformerClassifier>(1024, 64, 128, 0.1, /*norm_first=*/true), 20000, 8,
-                           1024, device);
+       [](Device device, int64_t B, int64_t T) {
+         return classifier(std::make_shared<TransformerClassifier>(T, 64, 128, 0.1, /*norm_first=*/true), 20000, B, T,
+                           device);
        },
        /*data_parallel=*/false, /*in_all=*/false},
       {"lstm-sentiment-ddp", 64, 256, 5, data_parallel_classifier, /*data_parallel=*/true, /*in_all=*/false},
@@ -353,12 +358,14 @@ struct RunOptions {
   bool cuda_graph = false;  // --cuda-graph
   std::string profile_dir;  // --profile DIR; empty: not profiled
   std::vector<bool> deterministic{false};  // --deterministic: the modes each workload runs under
+  int64_t batch = 0, seq = 0;  // --batch, --seq-len; 0: the workload's own
 };
 
 void run(const Workload& w, Device device, const RunOptions& options) {
   const std::string& amp = options.amp;
   const bool flush_denormal = options.flush_denormal;
   const int steps = options.steps > 0 ? options.steps : w.default_steps;
+  const int64_t batch = options.batch > 0 ? options.batch : w.batch, seq = options.seq > 0 ? options.seq : w.seq;
   CountingAllocator* memory = count_allocations(device);
   // cuBLAS's handle and workspace are made on the first GEMM: make them now, so that the
   // first workload is not charged for them (peak_mem_bytes counts the workload's tensors).
@@ -368,7 +375,7 @@ void run(const Workload& w, Device device, const RunOptions& options) {
   }
   if (memory) memory->reset_peak();
   manual_seed(0);
-  Task task = w.make(device);
+  Task task = w.make(device, batch, seq);
   // Graphed, Adam keeps its step counts and learning rate on the device (capturable): the
   // replays would otherwise repeat the captured step's bias correction.
   optim::Adam adam(task.model->parameters(), optim::AdamOptions(1e-3).capturable(options.cuda_graph && device.is_cuda()));
@@ -409,23 +416,24 @@ void run(const Workload& w, Device device, const RunOptions& options) {
   const int ranks = w.data_parallel ? distributed::get_world_size() : 1;
   if (w.data_parallel && distributed::get_rank() != 0) return;
   if (w.data_parallel) {
-    optional_fields += ",\"ranks\":" + std::to_string(ranks) + ",\"per_rank_batch\":" + std::to_string(w.batch) +
-                ",\"samples_per_s\":" + std::to_string(double(ranks * w.batch) / seconds);
+    optional_fields += ",\"ranks\":" + std::to_string(ranks) + ",\"per_rank_batch\":" + std::to_string(batch) +
+                ",\"samples_per_s\":" + std::to_string(double(ranks * batch) / seconds);
   }
   std::printf(
       "{\"workload\":\"%s\",\"framework\":\"loom\",\"device\":\"%s\",\"threads\":%d,\"steps\":%d,"
       "\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,\"loss\":%.9f%s,\"peak_rss_bytes\":%lld,\"load1\":%.2f,"
       "\"flush_denormal\":%s,\"amp\":\"%s\",\"float_gemm\":\"%s\",\"cuda_graph\":%s,\"deterministic\":%s,"
       "\"checkpoint_activations\":%s,\"checkpoint_blocks\":%s,\"checkpoint_keep_attention\":%s,\"encoder_layers\":%lld,"
-      "\"checkpoint_every\":%lld}\n",
+      "\"checkpoint_every\":%lld,\"batch\":%lld,\"seq_len\":%lld}\n",
       w.name, (device.str() + (device.is_cuda() && cuda::emulated() ? " (emulated on the host)" : "")).c_str(),
-      get_num_threads(), steps, seconds * 1e3, double(ranks * w.batch * w.seq) / seconds,
+      get_num_threads(), steps, seconds * 1e3, double(ranks * batch * seq) / seconds,
       loss, optional_fields.c_str(), static_cast<long long>(peak_rss_bytes()), bench::load1(), flush_denormal ? "true" : "false",
       amp.empty() ? "off" : amp.c_str(), kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()),
       step.last_replayed() ? "true" : "false", are_deterministic_algorithms_enabled() ? "true" : "false",
       checkpoint_activations ? "true" : "false", checkpoint_blocks ? "true" : "false",
       checkpoint_keep_attention ? "true" : "false",
-      static_cast<long long>(encoder_layers), static_cast<long long>(checkpoint_every));
+      static_cast<long long>(encoder_layers), static_cast<long long>(checkpoint_every), static_cast<long long>(batch),
+      static_cast<long long>(seq));
   std::fflush(stdout);
 }
 
@@ -455,7 +463,7 @@ std::string error_kind(const Error& e) {
                "loom-bench: %s\nusage: %s [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]\n"
                "       [--float-gemm onednn|eigen] [--cuda-graph] [--deterministic off|on|both] [--checkpoint-activations]\n"
                "       [--checkpoint-blocks] [--checkpoint-keep-attention] [--layers N] [--checkpoint-every K]\n"
-               "       [--profile DIR] [WORKLOAD ...]\n"
+               "       [--profile DIR] [--batch N] [--seq-len N] [WORKLOAD ...]\n"
                "workloads: %s (default: all)\n",
                problem.c_str(), argv0, known_workloads().c_str());
   std::exit(2);
@@ -511,6 +519,10 @@ int main(int argc, char** argv) {
       const std::string g = argv[++i];
       if (g != "onednn" && g != "eigen") usage(argv[0], "--float-gemm expects onednn or eigen, got '" + g + "'");
       kernels::cpu::force_float_gemm(g == "eigen" ? kernels::cpu::FloatGemm::Eigen : kernels::cpu::FloatGemm::OneDnn);
+    } else if (arg == "--batch" && has_value) {
+      options.batch = positive_int("--batch", argv[++i], argv[0]);
+    } else if (arg == "--seq-len" && has_value) {
+      options.seq = positive_int("--seq-len", argv[++i], argv[0]);
     } else if (arg == "--profile" && has_value) {
       options.profile_dir = argv[++i];
     } else if (arg == "-h" || arg == "--help") {

@@ -15,12 +15,14 @@
 #include <torch/torch.h>
 
 #include "bench/bench_util.h"
+#include "bench/fma_peak.h"
 
 int main(int argc, char** argv) {
   const bench::Options o = bench::parse_options(argc, argv);
   if (o.threads > 0) torch::set_num_threads(o.threads);
   torch::manual_seed(0);
-  bench::gemm_lines("libtorch", torch::get_num_threads(), o.quick, [](int64_t n) {
+  const double ceiling = bench::measure_fma_peak(torch::get_num_threads(), o.quick).gflops;
+  bench::gemm_lines("libtorch", torch::get_num_threads(), o.quick, ceiling, [](int64_t n) {
     return [a = torch::randn({n, n}), b = torch::randn({n, n})] { (void)torch::matmul(a, b); };
   });
   bench::tiny_add_lines("libtorch", torch::get_num_threads(), o.quick, [](int64_t n, bool requires_grad) {

@@ -2,7 +2,7 @@
 """PyTorch peer of loom-bench: the training-step workloads of docs/benchmarks.md.
 
     torch_workloads.py [--device cpu|cuda] [--steps N] [--threads N] [--amp bf16|fp16] [--flush-denormal]
-                       [--cuda-graph] [WORKLOAD ...]
+                       [--cuda-graph] [--batch N] [--seq-len N] [WORKLOAD ...]
 
 One JSON line per workload, with the fields of loom-bench: workload, framework, device,
 threads, steps, ms_per_step (median of the measured steps after 2 warm-up steps; a step is
@@ -12,7 +12,8 @@ peak of allocated tensor bytes), peak_rss_bytes (the process's peak resident set
 load1 (1-minute load average at the end), amp (--amp: forward and loss under
 torch.autocast(device, dtype), fp16 with a GradScaler, as shared/peers/torch_workloads.py), flush_denormal (--flush-denormal:
 torch.set_flush_denormal(True), off by default), cuda_graph (--cuda-graph: the measured steps were
-replays of a CUDA graph captured after the warm-up; not with fp16's GradScaler) and, on the CPU, blas: the BLAS library torch
+replays of a CUDA graph captured after the warm-up; not with fp16's GradScaler), batch and seq_len (the
+workload's, or --batch / --seq-len: how cost grows, bench/scaling.sh) and, on the CPU, blas: the BLAS library torch
 actually loaded. Debian's python3-torch takes whatever libblas.so.3 resolves to, which is
 the netlib reference BLAS (~1 GFLOP/s) unless OpenBLAS is installed or put first on
 LD_LIBRARY_PATH; bench/compare.sh arranges that. Threads: --threads, else OMP_NUM_THREADS,
@@ -93,26 +94,26 @@ class TransformerClassifier(nn.Module):
         return self.fc(self.enc(self.emb(tokens) + self.pos).mean(1))
 
 
-def regression_batch(device):
-    return torch.randn(64, 10, 10, device=device), torch.randn(64, 1, device=device)
+def regression_batch(device, batch, seq):
+    return torch.randn(batch, seq, 10, device=device), torch.randn(batch, 1, device=device)
 
 
-def token_batch(vocab, batch, seq):
-    def make(device):
+def token_batch(vocab):
+    def make(device, batch, seq):
         return (torch.randint(0, vocab, (batch, seq), device=device),
                 torch.randint(0, 2, (batch,), device=device))
     return make
 
 
-# name: (model, batch maker, loss, batch, seq, default steps)
+# name: (model of the sequence length, batch maker, loss, batch, seq, default steps)
 WORKLOADS = {
-    "seed-rnn": (SeedRNN, regression_batch, F.mse_loss, 64, 10, 200),
-    "embed-mean": (EmbedMean, token_batch(10000, 64, 256), F.cross_entropy, 64, 256, 50),
-    "lstm-sentiment": (lambda: LSTMClassifier(20000, 128, 256, 1), token_batch(20000, 64, 256),
+    "seed-rnn": (lambda seq: SeedRNN(), regression_batch, F.mse_loss, 64, 10, 200),
+    "embed-mean": (lambda seq: EmbedMean(), token_batch(10000), F.cross_entropy, 64, 256, 50),
+    "lstm-sentiment": (lambda seq: LSTMClassifier(20000, 128, 256, 1), token_batch(20000),
                        F.cross_entropy, 64, 256, 5),
-    "lstm-2x512": (lambda: LSTMClassifier(20000, 512, 512, 2), token_batch(20000, 64, 100),
+    "lstm-2x512": (lambda seq: LSTMClassifier(20000, 512, 512, 2), token_batch(20000),
                    F.cross_entropy, 64, 100, 3),
-    "transformer-small": (TransformerClassifier, token_batch(20000, 32, 128), F.cross_entropy, 32, 128, 10),
+    "transformer-small": (lambda seq: TransformerClassifier(seq), token_batch(20000), F.cross_entropy, 32, 128, 10),
 }
 
 
@@ -155,19 +156,20 @@ def sync(device):
 
 # ---- running -----------------------------------------------------------------------------------
 
-def run(name, device, steps, flush_denormal, amp=None, cuda_graph=False):
-    make_model, make_batch, loss_fn, batch, seq, default_steps = WORKLOADS[name]
+def run(name, device, steps, flush_denormal, amp=None, cuda_graph=False, batch=0, seq=0):
+    make_model, make_batch, loss_fn, default_batch, default_seq, default_steps = WORKLOADS[name]
+    batch, seq = batch or default_batch, seq or default_seq
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     scaler = torch.amp.GradScaler(device.type) if amp == "fp16" else None
     steps = steps or default_steps
     torch.manual_seed(0)
-    model = make_model().to(device)
+    model = make_model(seq).to(device)
     # --cuda-graph: PyTorch's whole-network capture (torch.cuda.graph, capturable Adam, warm-up
     # on a side stream), as its CUDA graphs documentation shows. GradScaler.step reads the inf
     # flag on the host, so fp16 steps are not captured (the line says cuda_graph false).
     graphed = cuda_graph and device.type == "cuda" and scaler is None
     adam = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=graphed)
-    x, y = make_batch(device)
+    x, y = make_batch(device, batch, seq)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -211,7 +213,8 @@ def run(name, device, steps, flush_denormal, amp=None, cuda_graph=False):
     seconds = statistics.median(times)
     line = {"workload": name, "framework": f"pytorch-{torch.__version__}", "device": device.type,
             "threads": torch.get_num_threads(), "steps": steps, "ms_per_step": round(seconds * 1e3, 3),
-            "tokens_per_s": round(batch * seq / seconds, 1), "loss": round(loss.item(), 5), "amp": amp or "off"}
+            "tokens_per_s": round(batch * seq / seconds, 1), "loss": round(loss.item(), 5), "amp": amp or "off",
+            "batch": batch, "seq_len": seq}
     if device.type == "cuda":
         line["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)
     line["peak_rss_bytes"] = peak_rss_bytes()
@@ -232,13 +235,15 @@ def main():
                         help="flush denormal floats to zero (torch.set_flush_denormal(True))")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="replay each step as a CUDA graph (torch.cuda.graph, capturable Adam)")
+    parser.add_argument("--batch", type=int, default=0, help="samples per step (default: per workload)")
+    parser.add_argument("--seq-len", type=int, default=0, help="time steps per sample (default: per workload)")
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=", ".join(WORKLOADS))
     args = parser.parse_args()
     unknown = [w for w in args.workloads if w not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workload {unknown[0]!r}; known: {', '.join(WORKLOADS)}")
-    if args.steps < 0 or args.threads < 0:
-        parser.error("--steps and --threads must be positive")
+    if min(args.steps, args.threads, args.batch, args.seq_len) < 0:
+        parser.error("--steps, --threads, --batch and --seq-len must be positive")
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit(f"torch_workloads.py: --device cuda: this PyTorch ({torch.__version__}) has no usable CUDA device")
     threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
@@ -252,7 +257,19 @@ def main():
         print("torch_workloads.py: warning: torch is using the reference (netlib) BLAS, ~1 GFLOP/s; "
               "put OpenBLAS first (bench/compare.sh does) for a fair peer", file=sys.stderr)
     for name in args.workloads or WORKLOADS:
-        line = run(name, device, args.steps, args.flush_denormal, args.amp, args.cuda_graph)
+        run_args = (name, device, args.steps, args.flush_denormal, args.amp, args.cuda_graph, args.batch, args.seq_len)
+        try:
+            line = run(*run_args)
+        except RuntimeError as e:
+            # PyTorch's CPU LSTM runs on oneDNN, which has no bfloat16 LSTM primitive on CPUs
+            # without AVX-512 (AVX2-only EPYCs): then its native LSTM runs, and the line says so.
+            if not (args.amp and device.type == "cpu" and "primitive descriptor" in str(e)):
+                raise
+            print(f"torch_workloads.py: {name}: oneDNN has no {args.amp} primitive on this CPU; "
+                  "running with torch.backends.mkldnn disabled", file=sys.stderr)
+            with torch.backends.mkldnn.flags(enabled=False):
+                line = run(*run_args)
+            line["mkldnn"] = False
         if blas:
             line["blas"] = blas
         print(json.dumps(line), flush=True)

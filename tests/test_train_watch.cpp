@@ -477,6 +477,31 @@ TEST_CASE("train watch: SVG of a single point, a constant series and a log axis"
   CHECK(render_svg({{"empty", {}, {}}}).find("</svg>") != std::string::npos);
 }
 
+TEST_CASE("train watch: SVG log-log axes: a power law is straight, short spans tick 1/2/5", "[train]") {
+  // ms = x / 6.4: each doubling of x doubles y, so every segment is the same vector.
+  const Series power{"p", {64, 128, 256, 512, 1024}, {10, 20, 40, 80, 160}};
+  const std::string svg = render_svg({power}, {.log_x = true, .log_y = true});
+  auto lines = polylines(svg);
+  REQUIRE(lines.size() == 1);
+  REQUIRE(lines[0].size() == 5);
+  for (size_t i = 2; i < 5; ++i) {
+    CHECK(lines[0][i].first - lines[0][i - 1].first == Approx(lines[0][1].first - lines[0][0].first).margin(0.02));
+    CHECK(lines[0][i].second - lines[0][i - 1].second == Approx(lines[0][1].second - lines[0][0].second).margin(0.02));
+  }
+  // Under two decades: 1, 2 and 5 times powers of ten, from the last at or below the data to
+  // the first at or above it.
+  CHECK(tick_labels(svg, "x-ticks") == std::vector<std::string>{"50", "100", "200", "500", "1000", "2000"});
+  CHECK(tick_labels(svg, "y-ticks") == std::vector<std::string>{"10", "20", "50", "100", "200"});
+
+  // A 0 cannot be drawn on a log x axis and breaks the line there; a linear y is unchanged.
+  const std::string broken = render_svg({{"z", {1, 10, 0, 100, 1000}, {1, 2, 3, 4, 5}}}, {.log_x = true});
+  lines = polylines(broken);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].size() == 2);
+  CHECK(lines[1].size() == 2);
+  CHECK(tick_labels(broken, "x-ticks") == std::vector<std::string>{"1", "10", "100", "1000"});
+}
+
 TEST_CASE("train watch: SVG rejects bad input", "[train]") {
   require_throws_with<ValueError>([] { render_svg({}); }, {"no series"});
   require_throws_with<ValueError>([] { render_svg({{"bad", {1, 2, 3}, {1, 2}}}); },

@@ -107,7 +107,7 @@ void pad_range(double& lo, double& hi, double pad_if_zero) {
 }
 
 struct Axis {
-  double lo, hi;                  // in plotted units (log10 of y on a log axis)
+  double lo, hi;                  // in plotted units (log10 of the data on a log axis)
   std::vector<double> ticks;      // in plotted units
   std::vector<std::string> labels;
 };
@@ -131,7 +131,14 @@ Axis linear_axis(double lo, double hi) {
   return a;
 }
 
-// lo and hi are log10 of the data; ticks are whole decades.
+std::string power_label(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// lo and hi are log10 of the data; ticks are whole decades, or 1, 2 and 5 times them where
+// the data spans at most two decades (whole decades would leave it a strip of the chart).
 Axis log_axis(double lo, double hi) {
   pad_range(lo, hi, 0.5);
   if (hi - lo < 1e-12) {  // pad_range's 10% of a small log10 can vanish
@@ -139,15 +146,28 @@ Axis log_axis(double lo, double hi) {
     hi += 0.5;
   }
   Axis a;
+  if (hi - lo <= 2) {
+    // From the last mark at or below lo to the first at or above hi.
+    for (long long k = static_cast<long long>(std::floor(lo)); a.ticks.empty() || a.ticks.back() < hi - 1e-9; ++k) {
+      for (int m : {1, 2, 5}) {
+        const double t = static_cast<double>(k) + std::log10(static_cast<double>(m));
+        if (!a.ticks.empty() && a.ticks.back() >= hi - 1e-9) break;
+        if (t <= lo + 1e-9) a.ticks.clear(), a.labels.clear();
+        a.ticks.push_back(t);
+        a.labels.push_back(power_label(m * std::pow(10.0, static_cast<double>(k))));
+      }
+    }
+    a.lo = a.ticks.front();
+    a.hi = a.ticks.back();
+    return a;
+  }
   const long long first = static_cast<long long>(std::floor(lo));
   long long last = static_cast<long long>(std::ceil(hi));
   const long long every = std::max(1LL, (last - first + 7) / 8);  // at most about 8 labels
   last = first + (last - first + every - 1) / every * every;
   for (long long k = first; k <= last; k += every) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", std::pow(10.0, static_cast<double>(k)));
     a.ticks.push_back(static_cast<double>(k));
-    a.labels.push_back(buf);
+    a.labels.push_back(power_label(std::pow(10.0, static_cast<double>(k))));
   }
   a.lo = a.ticks.front();
   a.hi = a.ticks.back();
@@ -179,26 +199,27 @@ std::string render_svg(const std::vector<Series>& series, const PlotOptions& opt
              ValueError, "write_svg: size must be between 240x160 and 10000x10000 pixels, got ", options.width, "x",
              options.height);
 
-  // A point is drawn when finite (and positive on a log axis); y is in plotted units.
-  auto plotted = [&](double x, double y, double& py) {
-    if (!std::isfinite(x) || !std::isfinite(y) || (options.log_y && y <= 0)) return false;
+  // A point is drawn when finite (and positive on a log axis); px, py are in plotted units.
+  auto plotted = [&](double x, double y, double& px, double& py) {
+    if (!std::isfinite(x) || !std::isfinite(y) || (options.log_x && x <= 0) || (options.log_y && y <= 0)) return false;
+    px = options.log_x ? std::log10(x) : x;
     py = options.log_y ? std::log10(y) : y;
     return true;
   };
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   for (const Series& s : series) {
     for (size_t i = 0; i < s.x.size(); ++i) {
-      double py;
-      if (!plotted(s.x[i], s.y[i], py)) continue;
-      x_lo = std::min(x_lo, s.x[i]);
-      x_hi = std::max(x_hi, s.x[i]);
+      double px, py;
+      if (!plotted(s.x[i], s.y[i], px, py)) continue;
+      x_lo = std::min(x_lo, px);
+      x_hi = std::max(x_hi, px);
       y_lo = std::min(y_lo, py);
       y_hi = std::max(y_hi, py);
     }
   }
   if (x_lo > x_hi) x_lo = 0, x_hi = 1;  // nothing drawable: an empty frame
   if (y_lo > y_hi) y_lo = 0, y_hi = 1;
-  const Axis xa = linear_axis(x_lo, x_hi);
+  const Axis xa = options.log_x ? log_axis(x_lo, x_hi) : linear_axis(x_lo, x_hi);
   const Axis ya = options.log_y ? log_axis(y_lo, y_hi) : linear_axis(y_lo, y_hi);
 
   // Layout: title on top, tick labels and axis labels left and below, legend on the right.
@@ -256,9 +277,9 @@ std::string render_svg(const std::vector<Series>& series, const PlotOptions& opt
     std::vector<std::vector<std::pair<double, double>>> runs(1);
     size_t drawable = 0;
     for (size_t i = 0; i < s.x.size(); ++i) {
-      double y;
-      if (plotted(s.x[i], s.y[i], y)) {
-        runs.back().emplace_back(px(s.x[i]), py(y));
+      double x, y;
+      if (plotted(s.x[i], s.y[i], x, y)) {
+        runs.back().emplace_back(px(x), py(y));
         ++drawable;
       } else if (!runs.back().empty()) {
         runs.emplace_back();

@@ -6,7 +6,8 @@
 //   train::write_training_curves("runs/sentiment", log);  // _loss.svg, _accuracy.svg
 //
 // Axes get "nice" ticks (1, 2 or 5 times a power of ten; powers of ten on a log axis),
-// each series its own colour and a legend entry. NaN and infinite points (and points <= 0
+// each series its own colour and a legend entry; either axis can be logarithmic (a log-log
+// chart shows power laws as straight lines). NaN and infinite points (and points <= 0
 // on a log axis) are left out and break the line there; a single point is drawn as a dot,
 // and a constant series gets a padded range.
 #pragma once
@@ -26,7 +27,7 @@ struct Series {
 struct PlotOptions {
   std::string title, x_label, y_label;
   int width = 640, height = 400;  // pixels, at least 240 x 160
-  bool log_y = false;
+  bool log_x = false, log_y = false;  // log10 axes: decade ticks, points <= 0 left out
 };
 
 // Throws ValueError for no series, x and y of different sizes or a too-small size, and
