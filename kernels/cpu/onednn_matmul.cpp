@@ -41,6 +41,17 @@ memory::data_type onednn_type(DType t, const char* op) {
 // (rows, cols) strides of a matrix: row-major (ld, 1), column-major (1, ld).
 Dims strides_of(const MatrixRef& m) { return m.col_major ? Dims{1, m.ld} : Dims{m.ld, 1}; }
 
+// A float32 (rows, cols) operand rounded to bfloat16 (to nearest even, as the other bfloat16
+// kernels round, gemm_bf16_operand.h) into `into`, row-major: oneDNN 2.6 has no float32 x
+// bfloat16 matmul.
+MatrixRef rounded_to_bf16(const MatrixRef& m, int64_t rows, int64_t cols, GrowingBuffer<uint16_t>& into) {
+  uint16_t* r = into.reserve(size_t(rows * cols));
+  const Bf16Operand op{m, DType::Float32};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) r[i * cols + j] = operand_bits(op, i, j);
+  return MatrixRef{r, cols, false};
+}
+
 // The primitive descriptor of C (M, N) f32 [+]= A (M, K) · weights, scratchpad in user mode.
 dnnl::matmul::primitive_desc make_pd(int64_t M, int64_t K, int64_t N, memory::data_type t, const Dims& a_strides,
                                      int64_t ldc, bool accumulate, const memory::desc& weights) {
@@ -249,15 +260,8 @@ void onednn_pack_weights(const MatrixRef& b, DType b_dtype, int64_t K, int64_t N
   LOOM_CHECK(b.ld >= (b.col_major ? K : N), ValueError, "onednn_pack_weights: B (", K, ", ", N, ") with ld ", b.ld);
   // A float32 B of a bfloat16 product: rounded here as the other bfloat16 kernels round it
   // (gemm_bf16_operand.h), into a plain (K, N) buffer.
-  MatrixRef src = b;
   thread_local GrowingBuffer<uint16_t> rounded;
-  if (b_dtype != dtype) {
-    uint16_t* r = rounded.reserve(size_t(K * N));
-    const Bf16Operand op{b, DType::Float32};
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) r[k * N + n] = operand_bits(op, k, n);
-    src = MatrixRef{r, N, false};
-  }
+  const MatrixRef src = b_dtype != dtype ? rounded_to_bf16(b, K, N, rounded) : b;
   const Dims s = strides_of(src);
   const std::shared_ptr<const PackEntry> pack = rethrown(
       [&] { return pack_cache().get(PackKey{K, N, t, s[0], s[1]}, [&] { return make_pack(PackKey{K, N, t, s[0], s[1]}); }); },
@@ -285,15 +289,8 @@ void onednn_matmul(int64_t M, const MatrixRef& a, DType a_dtype, const OneDnnPac
              "onednn_matmul: a ", dtype_name(a_dtype), " A (", M, ", ", K, ") times a ", dtype_name(w.dtype), " B");
   LOOM_CHECK(a.ld >= (a.col_major ? M : K), ValueError, "onednn_matmul: A (", M, ", ", K, ") with ld ", a.ld);
   // A float32 A of a bfloat16 product, rounded into this thread's buffer, row-major.
-  MatrixRef src = a;
-  if (a_dtype != w.dtype) {
-    thread_local GrowingBuffer<uint16_t> rounded;
-    uint16_t* r = rounded.reserve(size_t(M * K));
-    const Bf16Operand op{a, DType::Float32};
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) r[m * K + k] = operand_bits(op, m, k);
-    src = MatrixRef{r, K, false};
-  }
+  thread_local GrowingBuffer<uint16_t> rounded;
+  const MatrixRef src = a_dtype != w.dtype ? rounded_to_bf16(a, M, K, rounded) : a;
   const Dims s = strides_of(src);
   const MatmulKey key{M, K, N, t, s[0], s[1], ldc, accumulate, w.layout->desc};
   const std::shared_ptr<const MatmulEntry> e = rethrown(
