@@ -6,7 +6,8 @@
 #      then deterministic mode's GPU checks again by name, their measurements in the summary,
 #   2. Loom's GPU benchmarks beside PyTorch's, same GPU, same run (bench_cuda and
 #      torch_cuda_bench.py; loom-bench and torch_workloads.py in float32, bf16 and fp16 autocast,
-#      and replayed as CUDA graphs with --cuda-graph),
+#      and replayed as CUDA graphs with --cuda-graph; transformer-1k and lstm-sentiment with
+#      their activations recomputed in backward, against without: peak memory and step),
 #   3. the CPU-vs-GPU epoch table of the flagship (on a subset),
 #   4. compute-sanitizer: memcheck over every CUDA test case, racecheck and initcheck over
 #      the attention, reduction and sort tests,
@@ -136,6 +137,14 @@ if wanted bench; then
   # GPU spans cover (profile_gpu_ms_per_step beside ms_per_step).
   budgeted 60 "$build/bench/loom-bench" --device cuda --steps 5 --profile "$out/profile" lstm-sentiment \
     transformer-small 2>"$out/profile-tables.txt" >"$out/profile.jsonl"
+  # Activation checkpointing on the GPU (docs/benchmarks.md): peak tensor memory and step of
+  # transformer-1k plain and with each layer's blocks nested in its checkpoint, attention kept;
+  # lstm-sentiment plain and recomputed 16 time steps at a time.
+  for flags in "transformer-1k" "transformer-1k --checkpoint-activations --checkpoint-blocks --checkpoint-keep-attention" \
+               "lstm-sentiment" "lstm-sentiment --checkpoint-every 16"; do
+    # shellcheck disable=SC2086  # the workload and its flags, split on purpose
+    budgeted 40 "$build/bench/loom-bench" --device cuda --steps 5 $flags >>"$out/checkpoint.jsonl" 2>>"$out/loom-bench.err"
+  done
 fi
 
 # ---- 3. the flagship's CPU-vs-GPU epoch table (docs/benchmarks.md), on a subset ---------------------
@@ -221,6 +230,15 @@ if rows:
         ratio = "%.2f" % (lo["value"] / pt["value"]) if lo and pt and pt["value"] else ""
         print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (bench, size, dtype, tier, "%.4g" % lo["value"] if lo else "-",
               "%.4g" % pt["value"] if pt else "-", unit, ratio))
+checkpointed = list(records("checkpoint.jsonl"))
+if checkpointed:
+    print("| activation checkpointing (cuda) | flags | Loom ms/step | peak MB |")
+    print("|---|---|---|---|")
+    for r in checkpointed:
+        flags = [f for f in ("checkpoint_activations", "checkpoint_blocks", "checkpoint_keep_attention") if r.get(f)]
+        if r.get("checkpoint_every"):
+            flags.append("checkpoint_every %d" % r["checkpoint_every"])
+        print("| %s | %s | %.3f | %.1f |" % (r["workload"], " ".join(flags) or "-", r["ms_per_step"], r.get("peak_mem_bytes", 0) / 1e6))
 runs = {}
 for source in ("workloads.jsonl", "workloads-graph.jsonl"):
     for r in records(source):
