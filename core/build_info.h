@@ -8,10 +8,11 @@ namespace loom {
 // nothing about whether a GPU is present at run time.
 bool built_with_cuda();
 
-#ifdef LOOM_WITH_CUDA
-// Defined in kernels/cuda/cuda_probe.cu: always true; its presence proves that the .cu
-// files were compiled and linked into the library.
+// Defined only with the CUDA backend, in kernels/cuda/cuda_probe.cu: always true; its
+// presence proves that the .cu files were compiled and linked into the library. Declared
+// in every build, so that this header, which nearly every file includes, preprocesses the
+// same with and without LOOM_WITH_CUDA: ccache then serves the CUDA build's copies of the
+// CPU files from the CPU build's (.ci/run builds both).
 bool cuda_compiled();
-#endif
 
 }  // namespace loom
