@@ -10,12 +10,23 @@
 //                      tokens: forward X·W^T, input gradient dY·W, weight gradient dY^T·X)
 //                      and 1024³, in GFLOP/s, once on oneDNN's sgemm (the default) and once
 //                      on Eigen's ("kernel"; Note [GEMM dispatch]).
-//   gemm_bf16          bfloat16 A·B (float32 sums) at N = 256, 1024, 2048 in GFLOP/s, once per
-//                      kernel this CPU runs (Note [bfloat16 GEMM]; "kernel" in the line). The
-//                      ceiling is what this CPU could do for bfloat16, whichever kernel runs:
-//                      the float32 FMA peak; 2x that with AVX512-BF16 (vdpbf16ps does two
-//                      multiply-adds a 32-bit lane for an FMA's one: assumed, not measured);
-//                      null with AMX (its tile peak is unknown here, not measured).
+//   gemm_product       float32 A·B through matmul, on the float32 GEMM in use ("kernel"), over
+//                      the products below, in GFLOP/s.
+//   gemm_bf16          bfloat16 A·B (float32 sums) through matmul, packing of B included, once
+//                      per kernel this CPU runs (Note [bfloat16 GEMM]; "kernel" in the line),
+//                      over "product"s: squares 256³, 1024³, 2048³ and the GEMMs of the
+//                      workloads' steps (LSTM steps and input projections, transformer-small's
+//                      token-wise products), with M, K and N. The ceiling is what this CPU
+//                      could do for bfloat16, whichever kernel runs: the float32 FMA peak; 2x
+//                      that with AVX512-BF16 (vdpbf16ps does two multiply-adds a 32-bit lane
+//                      for an FMA's one: assumed, not measured); null with AMX (its tile peak
+//                      is unknown here, not measured).
+//   gemm_direct        the same products on oneDNN's matmul primitive called directly
+//                      (framework "onednn", bench/onednn_direct.h), float32 and, where oneDNN
+//                      makes the primitive, bfloat16: kernel "direct_plain" (B row-major) and
+//                      "direct_packed" (B reordered once beforehand), on oneDNN's OpenMP team,
+//                      "impl" oneDNN's pick. The practical ceiling of Loom's GEMMs (issue 34's
+//                      goal: gemm_bf16 >= 0.9x of it); scripts/cpu-check.sh prints the ratios.
 //   add                a + b on 2^24 contiguous float32 elements: GB/s (3 × the bytes of one).
 //   softmax            softmax over rows of 4096 float32: GB/s (2 × the input's bytes).
 //   sdpa               ms per forward + backward of scaled_dot_product_attention on
@@ -47,8 +58,10 @@
 
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
+#include "bench/onednn_direct.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/onednn_matmul.h"
 #include "loom.h"
 
 using namespace loom;
@@ -86,22 +99,78 @@ void ceiling_line(const bench::FmaPeak& peak) {
   bench::print({"ceiling", kFramework, 0, "float32", peak.threads, peak.gflops, "GFLOP/s", 0, extra});
 }
 
+// The products of the gemm_bf16 and gemm_direct lines: squares, then the GEMMs of the
+// workloads' steps (loom_bench.cpp): an LSTM step's h·W_hh^T and the input projection of all
+// steps at once (lstm-sentiment: batch 64, 256 steps, 128 -> 256; lstm-2x512: 64, 100 steps,
+// 512 -> 512) and transformer-small's token-wise products (4096 tokens, d 256, ff 1024).
+struct Product {
+  const char* name;
+  int64_t M, K, N;
+};
+constexpr Product kProducts[] = {
+    {"square", 256, 256, 256},          {"square", 1024, 1024, 1024},     {"square", 2048, 2048, 2048},
+    {"lstm_step", 64, 256, 1024},       {"lstm_input", 16384, 128, 1024}, {"lstm512_step", 64, 512, 2048},
+    {"lstm512_input", 6400, 512, 2048}, {"qkv", 4096, 256, 768},          {"ffn_in", 4096, 256, 1024},
+    {"ffn_out", 4096, 1024, 256}};
+
+int product_reps(const bench::Options& o, const Product& p) {
+  const double flops = 2.0 * double(p.M) * double(p.K) * double(p.N);
+  return o.quick ? 3 : flops < 1e8 ? 50 : flops < 3e9 ? 15 : 7;
+}
+
+void print_product(const char* bench_name, const char* framework, const char* dtype, const Product& p, double s,
+                   double ceiling, const std::string& fields) {
+  char extra[320];
+  std::snprintf(extra, sizeof extra, ",\"product\":\"%s\",\"M\":%lld,\"K\":%lld,\"N\":%lld%s", p.name,
+                (long long)p.M, (long long)p.K, (long long)p.N, fields.c_str());
+  bench::print({bench_name, framework, p.M * p.K * p.N, dtype, get_num_threads(),
+                2.0 * double(p.M) * double(p.K) * double(p.N) / s / 1e9, "GFLOP/s", ceiling, extra});
+}
+
+// bfloat16 A·B (float32 sums) through loom::matmul, packing of B included, once per kernel
+// this CPU runs (Note [bfloat16 GEMM]; "kernel" in the line).
 void gemm_bf16_lines(const bench::Options& o, double ceiling) {
   using kernels::cpu::Bf16GemmKernel;
-  for (Bf16GemmKernel k : {Bf16GemmKernel::Avx512Bf16, Bf16GemmKernel::Float32}) {
-    if (k == Bf16GemmKernel::Avx512Bf16 && !kernels::cpu::cpu_has_avx512_bf16()) continue;
+  for (Bf16GemmKernel k : {Bf16GemmKernel::OneDnn, Bf16GemmKernel::Avx512Bf16, Bf16GemmKernel::Float32}) {
+    if (!kernels::cpu::bf16_gemm_kernel_available(k)) continue;
     kernels::cpu::force_bf16_gemm_kernel(k);
-    for (int64_t n : {256, 1024, 2048}) {
-      const Tensor a = randn({n, n}).to(kBFloat16), b = randn({n, n}).to(kBFloat16);
-      const int reps = o.quick ? 3 : (n <= 256 ? 50 : n <= 1024 ? 15 : 7);
-      const double s = bench::median_seconds([&] { (void)matmul(a, b); }, 2, reps);
-      char extra[64];
-      std::snprintf(extra, sizeof extra, ",\"kernel\":\"%s\"", kernels::cpu::bf16_gemm_kernel_name(k));
-      bench::print({"gemm_bf16", kFramework, n, "bfloat16", get_num_threads(),
-                    2.0 * double(n) * double(n) * double(n) / s / 1e9, "GFLOP/s", ceiling, extra});
+    for (const Product& p : kProducts) {
+      const Tensor a = randn({p.M, p.K}).to(kBFloat16), b = randn({p.K, p.N}).to(kBFloat16);
+      const double s = bench::median_seconds([&] { (void)matmul(a, b); }, 2, product_reps(o, p));
+      print_product("gemm_bf16", kFramework, "bfloat16", p, s, ceiling,
+                    std::string(",\"kernel\":\"") + kernels::cpu::bf16_gemm_kernel_name(k) + "\"");
     }
   }
   kernels::cpu::force_bf16_gemm_kernel(std::nullopt);
+}
+
+// oneDNN's matmul primitive called directly on the same products (bench/onednn_direct.h):
+// framework "onednn", kernel "direct_plain" (B row-major as given) or "direct_packed" (B
+// reordered once beforehand), in float32 and, where oneDNN makes the primitive, bfloat16.
+// The ceiling Loom's gemm_bf16 lines (and the float32 GEMM) are measured against.
+void gemm_direct_lines(const bench::Options& o, double ceiling, double bf16_ceiling_value) {
+  for (const bool bf16 : {false, true}) {
+    if (bf16 && !kernels::cpu::onednn_matmul_available(DType::BFloat16)) continue;
+    for (const Product& p : kProducts) {
+      for (const bool packed : {false, true}) {
+        bench::OneDnnDirectMatmul direct(p.M, p.K, p.N, bf16, packed, get_num_threads());
+        const double s = bench::median_seconds([&] { direct.run(); }, 2, product_reps(o, p));
+        print_product("gemm_direct", "onednn", bf16 ? "bfloat16" : "float32", p, s, bf16 ? bf16_ceiling_value : ceiling,
+                      std::string(",\"kernel\":\"") + (packed ? "direct_packed" : "direct_plain") +
+                          "\",\"impl\":\"" + direct.impl() + "\"");
+      }
+    }
+  }
+}
+
+// float32 A·B through loom::matmul on the same products, on the float32 GEMM in use.
+void gemm_float_product_lines(const bench::Options& o, double ceiling) {
+  for (const Product& p : kProducts) {
+    const Tensor a = randn({p.M, p.K}), b = randn({p.K, p.N});
+    const double s = bench::median_seconds([&] { (void)matmul(a, b); }, 2, product_reps(o, p));
+    print_product("gemm_product", kFramework, "float32", p, s, ceiling,
+                  std::string(",\"kernel\":\"") + kernels::cpu::float_gemm_name(kernels::cpu::float_gemm()) + "\"");
+  }
 }
 
 void gemm_shape_lines(const bench::Options& o, double ceiling) {
@@ -287,7 +356,9 @@ int main(int argc, char** argv) {
     return [a = randn({n, n}), b = randn({n, n})] { (void)matmul(a, b); };
   });
   gemm_shape_lines(o, peak.gflops);
+  gemm_float_product_lines(o, peak.gflops);
   gemm_bf16_lines(o, bf16_ceiling(peak.gflops));
+  gemm_direct_lines(o, peak.gflops, bf16_ceiling(peak.gflops));
   add_lines(o);
   softmax_lines(o);
   sdpa_lines(o);

@@ -25,7 +25,8 @@
 // left out where no allocator is registered yet), peak_rss_bytes (the process's peak resident
 // set from getrusage: everything so far in this process, libraries included), load1 (the
 // 1-minute load average when the workload ended: the machines are shared, so read figures
-// beside it), flush_denormal and float_gemm (the CPU's float32 GEMM, Note [GEMM dispatch]).
+// beside it), flush_denormal and float_gemm (the CPU's float32 GEMM, Note [GEMM dispatch]),
+// and under --amp bf16 on the CPU bf16_gemm (the bfloat16 GEMM's kernel, Note [bfloat16 GEMM]).
 //
 // --amp runs forward and loss under amp::AutocastGuard(device, dtype), as torch.autocast
 // (fp16 adds a GradScaler), as shared/peers/torch_workloads.py does; the JSON line says which.
@@ -82,6 +83,7 @@
 #include "core/allocator.h"
 #include "core/cuda_emulation.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "loom.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -412,6 +414,10 @@ void run(const Workload& w, Device device, const RunOptions& options) {
   std::string optional_fields =
       memory ? ",\"peak_mem_bytes\":" + std::to_string(memory->peak_since_reset()) : std::string();
   if (prof) optional_fields += finish_profile(*prof, options.profile_dir, w, steps);
+  // The bfloat16 GEMM kernel the step's autocast products ran on (Note [bfloat16 GEMM]).
+  if (amp == "bf16" && device.is_cpu())
+    optional_fields += std::string(",\"bf16_gemm\":\"") +
+                       kernels::cpu::bf16_gemm_kernel_name(kernels::cpu::bf16_gemm_kernel()) + "\"";
   // A data-parallel step is every rank's: rank 0 reports, with the samples of all ranks.
   const int ranks = w.data_parallel ? distributed::get_world_size() : 1;
   if (w.data_parallel && distributed::get_rank() != 0) return;

@@ -299,4 +299,10 @@ TEST_CASE("CPU GEMM report: the features and the kernels chosen per dtype", "[ge
   REQUIRE_THAT(forced_report, Catch::Contains("float32 GEMM: eigen (") && Catch::Contains("bfloat16 GEMM: float32 ("));
   if (!kcpu::onednn_matmul_available(kBFloat16))
     REQUIRE_THAT(report, Catch::Contains("oneDNN bfloat16 matmul: unavailable"));
+  // The kernels a user may force, each only where it runs (float32 runs everywhere).
+  std::string runs = "bfloat16 GEMM kernels this CPU runs:";
+  for (Bf16GemmKernel k : {Bf16GemmKernel::OneDnn, Bf16GemmKernel::Avx512Bf16, Bf16GemmKernel::Float32})
+    if (kcpu::bf16_gemm_kernel_available(k)) runs += std::string(" ") + kcpu::bf16_gemm_kernel_name(k);
+  REQUIRE_THAT(report, Catch::Contains(runs + "\noneDNN bfloat16 matmul: "));
+  REQUIRE_THAT(runs, Catch::EndsWith(" float32"));
 }

@@ -36,6 +36,10 @@ std::string cpu_gemm_report() {
   out << "float32 GEMM: " << float_gemm_name(g) << " (" << float_gemm_what(g) << ")\n";
   const Bf16GemmKernel k = bf16_gemm_kernel();
   out << "bfloat16 GEMM: " << bf16_gemm_kernel_name(k) << " (" << bf16_kernel_what(k) << ")\n";
+  out << "bfloat16 GEMM kernels this CPU runs:";
+  for (Bf16GemmKernel each : {Bf16GemmKernel::OneDnn, Bf16GemmKernel::Avx512Bf16, Bf16GemmKernel::Float32})
+    if (bf16_gemm_kernel_available(each)) out << " " << bf16_gemm_kernel_name(each);
+  out << "\n";
   out << "oneDNN bfloat16 matmul: ";
   if (onednn_matmul_available(DType::BFloat16))
     out << onednn_matmul_impl(DType::BFloat16, 256, 1024, 1024) << " at (256, 1024) x (1024, 1024)\n";
