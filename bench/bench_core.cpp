@@ -52,10 +52,6 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include "bench/bench_util.h"
 #include "bench/fma_peak.h"
 #include "bench/onednn_direct.h"
@@ -70,19 +66,9 @@ namespace {
 
 constexpr const char* kFramework = "loom";
 
-// Whether the CPU has AMX-BF16 tiles (CPUID leaf 7: EDX bit 22).
-bool cpu_has_amx_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1);
-#else
-  return false;
-#endif
-}
-
 // The ceiling of the bfloat16 lines from the float32 FMA peak (the header says why); NaN: unknown.
 double bf16_ceiling(double float32_peak) {
-  if (cpu_has_amx_bf16()) return std::nan("");
+  if (kernels::cpu::cpu_has_amx_bf16()) return std::nan("");
   return kernels::cpu::cpu_has_avx512_bf16() ? 2 * float32_peak : float32_peak;
 }
 

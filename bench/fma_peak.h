@@ -8,9 +8,10 @@
 // and 2 constants still fit AVX2's 16 registers. All threads run at once (as a GEMM on all of
 // them does), and the best of a few runs counts, so a moment of load elsewhere does not.
 //
-// Header-only and free of Loom (bench_util.h's rule), with per-function target attributes
-// instead of per-file flags: every bench/*.cpp is its own program, built for baseline x86-64,
-// and these functions are only called after __builtin_cpu_supports says the CPU has the ISA.
+// Header-only and free of Loom's library (bench_util.h's rule; core/cpu_features.h is
+// header-only too), with per-function target attributes instead of per-file flags: every
+// bench/*.cpp is its own program, built for baseline x86-64, and these functions are only
+// called after cpu_features says the CPU (and the OS) runs the ISA.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include <chrono>
 #include <thread>
 #include <vector>
+
+#include "core/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -103,9 +106,9 @@ double run_together(Chains chains, int threads, long iters) {
 inline FmaPeak measure_fma_peak(int threads, bool quick = false) {
   threads = std::max(threads, 1);
 #if BENCH_FMA_PEAK_X86
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const loom::CpuFeatures& f = loom::cpu_features();
+  const bool avx512 = f.avx512f;
+  const bool avx2 = f.avx2 && f.fma;
   if (!avx512 && !avx2) return {"none", threads, 0};
   const int lanes = avx512 ? 16 : 8;
   auto chains = [avx512](long iters) { return avx512 ? fma_detail::chains_avx512(iters) : fma_detail::chains_avx2(iters); };

@@ -23,6 +23,7 @@
 #include "bundled_data.h"
 #include "char_rnn_model.h"
 #include "profile_option.h"
+#include "run_options.h"
 #include "loom.h"
 #include "smoke_test.h"
 #include "training_loop.h"
@@ -135,12 +136,12 @@ std::string sample(CharLSTM& model, const data::Vocab& vocab, const std::string&
 int main(int argc, char** argv) {
   CLI::App app{"Train a character-level LSTM on a novel and sample from it"};
   std::string data_path = examples::bundled_data("persuasion.txt");
-  std::string device_name = "cpu", out_dir = "runs/char_rnn", checkpoint, prompt = "Anne";
+  std::string device_name = "cpu", checkpoint, prompt = "Anne";
+  examples::MetricsOutput output{"runs/char_rnn"};
   examples::AmpOption amp_option;
   examples::OnnxOption onnx_option;
   examples::CudaGraphOption cuda_graph;
   examples::ProfileOption profile;
-  std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 10, threads = 0;
   size_t batch_size = 32, sample_length = 400, accum_steps = 1;
   int64_t seq_len = 100, embed_dim = 32, hidden = 256, layers = 1, top_k = 0;
@@ -148,10 +149,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   bool smoke_test = false;
   app.add_option("--data", data_path, "a UTF-8 text file");
-  app.add_option("--device", device_name, "cpu or cuda");
-  app.add_option("--epochs", epochs);
-  app.add_option("--batch-size", batch_size);
-  app.add_option("--lr", lr);
+  examples::add_training_options(app, device_name, epochs, batch_size, lr);
   app.add_option("--seq-len", seq_len, "characters per training window");
   app.add_option("--embed-dim", embed_dim);
   app.add_option("--hidden", hidden);
@@ -163,14 +161,12 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", temperature, "below 1: safer choices; above 1: wilder");
   app.add_option("--top-k", top_k, "sample only from the K likeliest characters (0: all)");
   app.add_option("--checkpoint", checkpoint, "save the weights here at the end (the vocabulary beside them)");
-  app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
-  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  output.add_to(app);
   amp_option.add_to(app);
   onnx_option.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
-  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
-      ->check(CLI::PositiveNumber);
+  examples::add_accum_steps_option(app, accum_steps);
   app.add_flag("--smoke-test", smoke_test, "3 quick epochs on 40k characters; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) {
@@ -210,8 +206,8 @@ int main(int argc, char** argv) {
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
-    train::MetricsLog log(out_dir, "char_rnn");
-    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
+    train::MetricsLog log(output.dir, "char_rnn");
+    output.attach(log);
     train::RunSummary summary;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     examples::TrainingLoop loop({.optimizer = optimizer, .scaler = scaler, .parameters = model->parameters(),
@@ -242,7 +238,7 @@ int main(int argc, char** argv) {
                   totals.mean(0), valid_loss, std::exp(valid_loss));
     }
 
-    for (const std::string& file : train::write_training_curves(out_dir + "/char_rnn", log))
+    for (const std::string& file : train::write_training_curves(output.dir + "/char_rnn", log))
       std::printf("wrote %s\n", file.c_str());
     if (!checkpoint.empty()) {
       optim::save_weights(checkpoint, *model);

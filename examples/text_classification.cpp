@@ -46,6 +46,7 @@
 #include "text_classification_model.h"
 #include "profile_option.h"
 #include "resume_option.h"
+#include "run_options.h"
 #include "text_task.h"
 #include "training_loop.h"
 
@@ -56,9 +57,9 @@ int main(int argc, char** argv) {
   examples::TextTaskOptions data_options;
   data_options.path = examples::bundled_data("movie_snippets.tsv");
   data_options.min_freq = 1;
-  std::string device_name = "cpu", out_dir = "runs/text_classification", checkpoint;
+  std::string device_name = "cpu", checkpoint;
+  examples::MetricsOutput output{"runs/text_classification"};
   examples::ResumeOption resume_option;
-  std::string tensorboard_dir;  // --tensorboard: empty for none
   examples::KeepBestOptions keep_best;
   examples::AmpOption amp_option;
   examples::OnnxOption onnx_option;
@@ -72,27 +73,18 @@ int main(int argc, char** argv) {
   bool smoke_test = false;
   bool deterministic = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
-  app.add_option("--device", device_name, "cpu or cuda");
-  app.add_option("--epochs", epochs);
-  app.add_option("--batch-size", batch_size);
-  app.add_option("--lr", lr);
+  examples::add_training_options(app, device_name, epochs, batch_size, lr);
   app.add_option("--embed-dim", embed_dim);
   app.add_option("--hidden", hidden);
   app.add_option("--max-length", data_options.max_length, "tokens kept per text");
   app.add_option("--min-freq", data_options.min_freq, "rarer words become <unk>");
-  app.add_option("--seed", data_options.seed);
-  app.add_flag("--deterministic", deterministic,
-               "deterministic algorithms only (loom::use_deterministic_algorithms): the same bits run after run");
-  app.add_option("--train-limit", data_options.train_limit, "train on the first N training texts only");
-  app.add_option("--workers", workers, "DataLoader worker threads");
+  examples::add_text_task_options(app, data_options, deterministic, workers);
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
   app.add_option("--checkpoint", checkpoint, "save a training checkpoint here after every epoch");
   resume_option.add_to(app);
   app.add_option("--stop-after", stop_after, "stop after this many epochs of this run, as if interrupted");
-  app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
-  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
-  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
-      ->check(CLI::PositiveNumber);
+  output.add_to(app);
+  examples::add_accum_steps_option(app, accum_steps);
   app.add_option("--checkpoint-every", checkpoint_every,
                  "recompute the LSTM's activations in backward in chunks of K time steps: less memory, "
                  "more compute, the same results (0: off; nn::RNNOptions::checkpoint_every)")
@@ -119,7 +111,7 @@ int main(int argc, char** argv) {
     Device device(device_name);
     distributed.init(device);
     cuda_graph.check(device, accum_steps, distributed.enabled);
-    if (distributed.rank() > 0) out_dir += "/rank" + std::to_string(distributed.rank());
+    if (distributed.rank() > 0) output.dir += "/rank" + std::to_string(distributed.rank());
     const std::string resume = resume_option.path(checkpoint);  // --resume auto: --checkpoint's, if there
     if (!resume.empty()) data_options.vocab_path = examples::existing_vocab_beside(resume);
     examples::TextTask task = examples::load_text_task(data_options);
@@ -170,8 +162,8 @@ int main(int argc, char** argv) {
     if (position) train_loader.set_start_batch(position->batches, position->loader_seed);  // and the batches it had not seen
     if (distributed.enabled) ddp.emplace(model);
 
-    train::MetricsLog log(out_dir, "text_classification");
-    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
+    train::MetricsLog log(output.dir, "text_classification");
+    output.attach(log);
     train::RunSummary summary;
     examples::Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
@@ -210,7 +202,7 @@ int main(int argc, char** argv) {
         if (loop.stop_requested()) break;
       }
       if (loop.stop_requested()) {  // every rank, after the same step
-        const std::string path = examples::preemption_checkpoint(checkpoint, out_dir + "/preempted.safetensors");
+        const std::string path = examples::preemption_checkpoint(checkpoint, output.dir + "/preempted.safetensors");
         return examples::save_stopped(loop, distributed, preemption, path, [&](const examples::EpochPosition& at) {
           task.vocab.save(examples::vocab_beside(path));  // first: a checkpoint on disk means both are there
           const optim::Checkpoint c = training_checkpoint(loop.steps(), epoch);  // the stopper's state into extra
@@ -246,14 +238,14 @@ int main(int argc, char** argv) {
 
     if (start_epoch >= end_epoch) test = examples::evaluate(test_loader, *model, device);
     test = examples::reload_best(keep_best, stopper, test_loader, *model, device, test);
-    for (const std::string& file : train::write_training_curves(out_dir + "/text_classification", log))
+    for (const std::string& file : train::write_training_curves(output.dir + "/text_classification", log))
       std::printf("wrote %s\n", file.c_str());
     summary.set("test_accuracy", test.accuracy);
     summary.set("weights_crc32c", examples::weights_crc32c(*model));  // equal on every rank
     summary.record_device_peak(device);
     std::printf("%s", summary.format("tokens").c_str());
     examples::print_weights_crc32c(*model);
-    std::ofstream(out_dir + "/text_classification_summary.json") << summary.to_json() << "\n";
+    std::ofstream(output.dir + "/text_classification_summary.json") << summary.to_json() << "\n";
     std::printf("held-out accuracy: %.4f (%zu texts)\n", test.accuracy, task.test->size());
     if (distributed.is_main())
       onnx_option.export_model<2>(model, examples::example_texts(int64_t(task.vocab.size()), device), {"tokens", "lengths"});

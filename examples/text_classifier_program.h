@@ -21,6 +21,7 @@
 #include "keep_best.h"
 #include "loom.h"
 #include "profile_option.h"
+#include "run_options.h"
 #include "text_task.h"
 #include "training_loop.h"
 #include "weights_crc32c.h"
@@ -59,8 +60,8 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   CLI::App app{p.description};
   TextTaskOptions data_options;
   data_options.path = examples::bundled_data("movie_snippets.tsv");
-  std::string device_name = "cpu", out_dir = "runs/" + p.name;
-  std::string tensorboard_dir;  // --tensorboard: empty for none
+  std::string device_name = "cpu";
+  MetricsOutput output{"runs/" + p.name};
   KeepBestOptions keep_best;
   AmpOption amp_option;
   OnnxOption onnx_option;
@@ -72,27 +73,18 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
   bool deterministic = false;
   bool pad_to_max_length = false;
   app.add_option("--data", data_options.path, "label<TAB>text file (.tsv), CSV file, or aclImdb directory");
-  app.add_option("--device", device_name, "cpu or cuda");
-  app.add_option("--epochs", p.epochs);
-  app.add_option("--batch-size", p.batch_size);
-  app.add_option("--lr", p.lr);
+  add_training_options(app, device_name, p.epochs, p.batch_size, p.lr);
   add_model_options(app);
   app.add_option("--max-length", data_options.max_length, "tokens kept per text");
   app.add_flag("--pad-to-max-length", pad_to_max_length,
                "pad every training batch to --max-length tokens (the model runs at that sequence length)");
-  app.add_option("--seed", data_options.seed);
-  app.add_flag("--deterministic", deterministic,
-               "deterministic algorithms only (loom::use_deterministic_algorithms): the same bits run after run");
-  app.add_option("--train-limit", data_options.train_limit, "train on the first N training texts only");
-  app.add_option("--workers", workers, "DataLoader worker threads");
+  add_text_task_options(app, data_options, deterministic, workers);
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
-  app.add_option("--out", out_dir, "folder for metrics, curves and the summary");
-  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  output.add_to(app);
   amp_option.add_to(app);
   onnx_option.add_to(app);
   onnx_option.add_export_from(app);
-  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
-      ->check(CLI::PositiveNumber);
+  add_accum_steps_option(app, accum_steps);
   keep_best.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
@@ -124,8 +116,8 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     optim::AdamW optimizer(model->parameters(), optim::AdamOptions(p.lr).capturable(cuda_graph.capturable(device)));
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
 
-    train::MetricsLog log(out_dir, p.name);
-    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
+    train::MetricsLog log(output.dir, p.name);
+    output.attach(log);
     train::RunSummary summary;
     Evaluation test{};
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
@@ -165,7 +157,7 @@ int run_text_classifier(int argc, char** argv, TextClassifierProgram p,
     }
     test = reload_best(keep_best, stopper, test_loader, *model, device, test);
 
-    train::write_training_curves(out_dir + "/" + p.name, log);
+    train::write_training_curves(output.dir + "/" + p.name, log);
     summary.set("test_accuracy", test.accuracy);
     summary.set("weights_crc32c", weights_crc32c(*model));
     summary.record_device_peak(device);

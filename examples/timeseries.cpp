@@ -20,6 +20,7 @@
 #include "cuda_graph_option.h"
 #include "bundled_data.h"
 #include "profile_option.h"
+#include "run_options.h"
 #include "loom.h"
 #include "smoke_test.h"
 #include "training_loop.h"
@@ -62,12 +63,12 @@ double decimal_year(double yyyymmdd) {
 int main(int argc, char** argv) {
   CLI::App app{"Forecast weekly CO2 at Mauna Loa with an LSTM or RNN"};
   std::string data_path = examples::bundled_data("co2_weekly.csv");
-  std::string device_name = "cpu", out_dir = "runs/timeseries", cell = "lstm";
+  std::string device_name = "cpu", cell = "lstm";
+  examples::MetricsOutput output{"runs/timeseries"};
   examples::AmpOption amp_option;
   examples::OnnxOption onnx_option;
   examples::ProfileOption profile;
   examples::CudaGraphOption cuda_graph;
-  std::string tensorboard_dir;  // --tensorboard: empty for none
   int epochs = 30, threads = 0;
   size_t batch_size = 32, input_length = 52, horizon = 8, accum_steps = 1;
   int64_t hidden = 64, layers = 1;
@@ -76,24 +77,19 @@ int main(int argc, char** argv) {
   bool smoke_test = false;
   app.add_option("--data", data_path, "CSV file with date and co2 columns");
   app.add_option("--cell", cell, "rnn or lstm");
-  app.add_option("--device", device_name, "cpu or cuda");
-  app.add_option("--epochs", epochs);
-  app.add_option("--batch-size", batch_size);
-  app.add_option("--lr", lr);
+  examples::add_training_options(app, device_name, epochs, batch_size, lr);
   app.add_option("--hidden", hidden);
   app.add_option("--layers", layers);
   app.add_option("--input-length", input_length, "weeks the model sees");
   app.add_option("--horizon", horizon, "weeks it predicts");
   app.add_option("--seed", seed);
   app.add_option("--threads", threads, "threads for the math (0: all cores)");
-  app.add_option("--out", out_dir, "folder for metrics, plots and the summary");
-  app.add_option("--tensorboard", tensorboard_dir, "also write the metrics as TensorBoard event files here");
+  output.add_to(app, "folder for metrics, plots and the summary");
   amp_option.add_to(app);
   onnx_option.add_to(app);
   profile.add_to(app);
   cuda_graph.add_to(app);
-  app.add_option("--accum-steps", accum_steps, "micro-batches per optimizer step (gradient accumulation)")
-      ->check(CLI::PositiveNumber);
+  examples::add_accum_steps_option(app, accum_steps);
   app.add_flag("--smoke-test", smoke_test, "a few quick epochs on 400 weeks; exit 1 unless the loss falls");
   CLI11_PARSE(app, argc, argv);
   if (smoke_test) epochs = 8;
@@ -135,8 +131,8 @@ int main(int argc, char** argv) {
     amp::GradScaler scaler({.enabled = amp_option.needs_scaler()});
     optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
-    train::MetricsLog log(out_dir, "timeseries");
-    if (!tensorboard_dir.empty()) log.write_tensorboard(tensorboard_dir);
+    train::MetricsLog log(output.dir, "timeseries");
+    output.attach(log);
     train::RunSummary summary;
     const train::GradientAccumulation accumulation(accum_steps, train_loader.size());
     examples::TrainingLoop loop({.optimizer = optimizer, .scaler = scaler, .parameters = model->parameters(),
@@ -170,7 +166,7 @@ int main(int argc, char** argv) {
     // The test years, by the model and by the naive last-value forecast, both in ppm.
     const Forecasts test = forecast(test_loader, *model, split.normalizer, device);
     const double naive = data::naive_last_value_rmse(split.normalizer.inverse(split.test), windows);
-    for (const std::string& file : train::write_training_curves(out_dir + "/timeseries", log))
+    for (const std::string& file : train::write_training_curves(output.dir + "/timeseries", log))
       std::printf("wrote %s\n", file.c_str());
 
     // The forecast `horizon` weeks ahead against what was measured, week by week.
@@ -185,7 +181,7 @@ int main(int argc, char** argv) {
       predicted.x.push_back(year);
       predicted.y.push_back(test.predicted[w * horizon + horizon - 1]);
     }
-    const std::string plot = out_dir + "/timeseries_test_forecast.svg";
+    const std::string plot = output.dir + "/timeseries_test_forecast.svg";
     train::write_svg(plot, {truth, predicted},
                      {.title = "Mauna Loa CO2, test years", .x_label = "year", .y_label = "ppm"});
     std::printf("wrote %s\n", plot.c_str());

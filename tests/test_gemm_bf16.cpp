@@ -9,7 +9,7 @@
 #include "test_util.h"
 #include "bf16_kernel_test_util.h"
 #include "kernels/kernels.h"
-#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 using namespace loom;
 using namespace loom::test;

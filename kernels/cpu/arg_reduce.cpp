@@ -20,11 +20,6 @@
 namespace loom::kernels::cpu {
 namespace {
 
-using cpu::Block;
-using cpu::contiguous_out;
-using cpu::for_each_tile;
-using cpu::kTile;
-
 Block block_around(const Tensor& in, const Dims& dims) {
   Block b;
   b.x = in;

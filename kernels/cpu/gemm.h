@@ -59,7 +59,7 @@ struct GemmArgs {
 
 void gemm_avx512(const GemmArgs& args);    // needs a CPU with AVX-512 F/BW/DQ/VL and FMA
 void gemm_avx2(const GemmArgs& args);      // needs a CPU with AVX2 and FMA
-// Whether this CPU can run gemm_avx512 / gemm_avx2 (CPUID, checked once).
+// Whether this CPU can run gemm_avx512 / gemm_avx2 (cpu_features, core/cpu_features.h).
 bool cpu_has_avx512();
 bool cpu_has_avx2();
 void gemm_portable(const GemmArgs& args);  // any x86-64

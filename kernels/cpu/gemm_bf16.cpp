@@ -6,9 +6,14 @@
 
 #include <cstdlib>
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_bf16_operand.h"
 #include "kernels/cpu/gemm_env.h"
 #include "kernels/cpu/onednn_matmul.h"
@@ -24,13 +29,26 @@ const char* bf16_gemm_kernel_name(Bf16GemmKernel k) {
   return "?";
 }
 
-bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__)
-  static const bool has = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
-  return has;
+bool cpu_has_avx512_bf16() { return cpu_has_avx512() && cpu_features().avx512_bf16; }
+
+namespace {
+
+// Linux (5.16 on) lets a process use the AMX tiles once it asks for them: arch_prctl
+// (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), as oneDNN does before it runs an AMX kernel.
+bool os_permits_amx_tiles() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
-  return false;
+  return true;
 #endif
+}
+
+}  // namespace
+
+bool cpu_has_amx_bf16() {
+  static const bool has = cpu_features().amx_bf16 && cpu_features().amx_tile && os_permits_amx_tiles();
+  return has;
 }
 
 bool bf16_gemm_kernel_available(Bf16GemmKernel k) {

@@ -9,8 +9,9 @@
 //   (PackedBf16B::onednn); primitives are cached by shape, strides, ldc, accumulate and
 //   layout; a float32 A is rounded to bfloat16 first. On AMX CPUs oneDNN picks
 //   brg:avx512_core_amx_bf16 by itself (3,100 GFLOP/s reported against ~215 for
-//   avx512_bf16), so that is where it is the default: AMX-BF16 and AMX-TILE in CPUID and a
-//   oneDNN that makes a bfloat16 primitive. oneDNN 2.6 makes none without AVX-512.
+//   avx512_bf16), so that is where it is the default: AMX-BF16 and AMX-TILE usable
+//   (cpu_has_amx_bf16) and a oneDNN that makes a bfloat16 primitive. oneDNN 2.6 makes none
+//   without AVX-512.
 // - avx512_bf16 (kernels/cpu/gemm_bf16_avx512bf16.cpp): AVX512-BF16's vdpbf16ps, which
 //   multiplies pairs of bfloat16 and adds both products into one float32 lane. B is packed
 //   into panels of 32 columns holding (b[2p][n], b[2p+1][n]) pairs, A into blocks of up to
@@ -48,7 +49,10 @@ namespace loom::kernels::cpu {
 enum class Bf16GemmKernel { Avx512Bf16, Float32, OneDnn };
 
 const char* bf16_gemm_kernel_name(Bf16GemmKernel k);
-bool cpu_has_avx512_bf16();  // AVX512-BF16 with AVX-512 F/BW/DQ/VL (CPUID, checked once)
+bool cpu_has_avx512_bf16();  // AVX512-BF16 with AVX-512 F/BW/DQ/VL (core/cpu_features.h)
+// AMX with bfloat16 tiles (AMX-BF16 and AMX-TILE, and on Linux the permission to use them,
+// asked for once), where oneDNN runs brg:avx512_core_amx_bf16 (Note [bfloat16 GEMM]).
+bool cpu_has_amx_bf16();
 // Whether this CPU and oneDNN can run `k` (onednn: oneDNN makes a bfloat16 matmul primitive).
 bool bf16_gemm_kernel_available(Bf16GemmKernel k);
 // The kernel the CPU picks by itself: onednn on AMX CPUs where oneDNN makes the primitive,

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "kernels/cpu/cpu_features.h"
+#include "core/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/onednn_matmul.h"

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/cpu_features.h"
 #include "core/deterministic.h"
 #include "core/factories.h"
 #include "core/parallel.h"
@@ -20,24 +21,11 @@
 namespace loom::kernels::cpu {
 
 bool cpu_has_avx512() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("fma");
-  return has;
-#else
-  return false;
-#endif
+  const CpuFeatures& f = cpu_features();
+  return f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.fma;
 }
 
-bool cpu_has_avx2() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-#else
-  return false;
-#endif
-}
+bool cpu_has_avx2() { return cpu_features().avx2 && cpu_features().fma; }
 
 GemmArgs transposed_product(const GemmArgs& g) {
   GemmArgs t = g;

@@ -26,11 +26,6 @@
 namespace loom::kernels::cpu {
 namespace {
 
-using cpu::Block;
-using cpu::contiguous_out;
-using cpu::for_each_tile;
-using cpu::kTile;
-
 // in as a contiguous (outer, len, inner) block around dim; a copy when in is strided.
 Block block_around(const Tensor& in, int64_t dim) {
   Block b;

@@ -3,17 +3,16 @@
 #define LOOM_VECTOR_MATH_TABLE vector_math_portable
 #include "kernels/cpu/vector_math_impl.h"
 
+#include "core/cpu_features.h"
+
 namespace loom::kernels::cpu {
 namespace {
+detail::VectorMathTable widest_table() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512f ? detail::vector_math_avx512() : f.avx2 && f.fma ? detail::vector_math_avx2() : detail::vector_math_portable();
+}
 const detail::VectorMathTable& table() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const detail::VectorMathTable t =
-      __builtin_cpu_supports("avx512f")                                   ? detail::vector_math_avx512()
-      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? detail::vector_math_avx2()
-                                                                          : detail::vector_math_portable();
-#else
-  static const detail::VectorMathTable t = detail::vector_math_portable();
-#endif
+  static const detail::VectorMathTable t = widest_table();
   return t;
 }
 }  // namespace

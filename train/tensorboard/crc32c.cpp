@@ -3,6 +3,7 @@
 
 #include <array>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 
 namespace loom::train {
@@ -38,20 +39,12 @@ uint32_t portable_update(uint32_t state, const unsigned char* p, size_t n) {
   return state;
 }
 
-bool cpu_has_sse42() {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  return __builtin_cpu_supports("sse4.2");
-#else
-  return false;
-#endif
-}
-
 const unsigned char* bytes_of(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
 
 }  // namespace
 
 bool crc32c_hardware_available() {
-  static const bool available = cpu_has_sse42();
+  static const bool available = cpu_features().sse42;
   return available;
 }
 
