@@ -1,6 +1,9 @@
 // The worker threads behind parallel_for (Note [a pool for a busy machine]).
 #include "core/thread_pool.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <chrono>
 #include <string>
 
@@ -40,6 +43,17 @@ void set_fp_control(unsigned word) {
 #else
   (void)word;
 #endif
+}
+
+// A worker runs oneDNN's JIT GEMM, inside which a signal's frame would land on the heap
+// (Note [a signal inside oneDNN's GEMM] in train/loop/preemption.h): it takes no
+// asynchronous signal, so the kernel hands a process-directed one (SIGTERM, SIGINT, ...) to
+// another thread. The signals a fault raises, and abort's, stay open.
+void block_asynchronous_signals() {
+  sigset_t set;
+  sigfillset(&set);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT}) sigdelset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 // Polls until done() for up to kSpin, then sleeps on `value` until it changes from what it
@@ -83,6 +97,7 @@ ThreadPool::ThreadPool(int threads) {
   workers_.reserve(size_t(threads - 1));
   for (int w = 0; w + 1 < threads; ++w)
     workers_.emplace_back([this, w] {
+      block_asynchronous_signals();
       profiler::set_thread_name("Loom pool worker " + std::to_string(w + 1));  // the caller is the 0th
       work();
     });

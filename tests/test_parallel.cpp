@@ -1,8 +1,12 @@
 // parallel_for and the thread pool behind it (core/parallel.h, Note [a pool for a busy
 // machine] in core/thread_pool.h): every index exactly once, errors rethrown, no nested
 // parallelism, several callers at once, the caller's floating-point mode on the workers,
-// and a late worker that does not hold the others up.
+// a late worker that does not hold the others up, and workers that take no asynchronous
+// signals.
 #include "catch2_compat.h"
+
+#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -146,6 +150,27 @@ TEST_CASE("workers run chunks with the caller's flush-to-zero mode", "[core][par
   _mm_setcsr(saved);
 }
 #endif
+
+TEST_CASE("pool workers take no asynchronous signals: they go to a thread not inside oneDNN's GEMM",
+          "[core][parallel]") {
+  // Note [a signal inside oneDNN's GEMM] in train/loop/preemption.h.
+  const ThreadsGuard threads(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> on_worker{0}, open{0};
+  parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() == caller) {  // holds its chunk until the worker has run the other (10 s at most)
+      const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (on_worker.load() == 0 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+      return;
+    }
+    sigset_t mask;
+    ::pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+    for (int sig : {SIGTERM, SIGUSR1, SIGINT, SIGPROF}) open += sigismember(&mask, sig) ? 0 : 1;
+    ++on_worker;
+  });
+  REQUIRE(on_worker.load() == 1);
+  CHECK(open.load() == 0);
+}
 
 TEST_CASE("the caller takes the chunks of a worker that is late, and waits only for claimed ones",
           "[core][parallel]") {

@@ -1,5 +1,8 @@
 #include "train/loop/preemption.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 
 #include "core/error.h"
@@ -27,9 +30,41 @@ void install(int sig, struct sigaction* old) {
   struct sigaction sa {};
   sa.sa_handler = on_preemption_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = SA_RESTART | SA_ONSTACK;  // Note [a signal inside oneDNN's GEMM]
   LOOM_CHECK(::sigaction(sig, &sa, old) == 0, InternalError, "PreemptionGuard: sigaction(",
              preemption_signal_name(sig), ") failed");
+}
+
+// Room for two nested signal frames with the whole register state (AVX-512's is 2.7 KiB,
+// AMX's 11 KiB), and at least what the system asks for.
+size_t signal_stack_bytes() {
+  size_t bytes = size_t(64) << 10;
+#ifdef _SC_SIGSTKSZ
+  if (const long asked = ::sysconf(_SC_SIGSTKSZ); asked > 0) bytes = std::max(bytes, size_t(asked));
+#endif
+  return bytes;
+}
+
+// Gives the calling thread an alternate signal stack, unless it has one (a sanitizer's, say):
+// the memory it set up, or null.
+std::unique_ptr<char[]> give_signal_stack() {
+  stack_t now {};
+  LOOM_CHECK(::sigaltstack(nullptr, &now) == 0, InternalError, "PreemptionGuard: sigaltstack failed");
+  if (!(now.ss_flags & SS_DISABLE)) return nullptr;
+  stack_t ss {};
+  ss.ss_size = signal_stack_bytes();
+  auto memory = std::make_unique<char[]>(ss.ss_size);
+  ss.ss_sp = memory.get();
+  LOOM_CHECK(::sigaltstack(&ss, nullptr) == 0, InternalError, "PreemptionGuard: sigaltstack failed");
+  return memory;
+}
+
+void take_signal_stack(std::unique_ptr<char[]>& memory) {
+  if (!memory) return;
+  stack_t off {};
+  off.ss_flags = SS_DISABLE;
+  ::sigaltstack(&off, nullptr);
+  memory.reset();
 }
 
 }  // namespace
@@ -42,10 +77,17 @@ PreemptionGuard::PreemptionGuard() {
   g_requested.store(false);
   g_signal.store(0);
   try {
+    stack_ = give_signal_stack();  // before the handlers that run on it
+  } catch (...) {
+    g_guards.fetch_sub(1);
+    throw;
+  }
+  try {
     install(SIGTERM, &old_term_);
     install(SIGUSR1, &old_usr1_);
   } catch (...) {
     ::sigaction(SIGTERM, &old_term_, nullptr);
+    take_signal_stack(stack_);
     g_guards.fetch_sub(1);
     throw;
   }
@@ -54,6 +96,7 @@ PreemptionGuard::PreemptionGuard() {
 PreemptionGuard::~PreemptionGuard() {
   ::sigaction(SIGUSR1, &old_usr1_, nullptr);
   ::sigaction(SIGTERM, &old_term_, nullptr);
+  take_signal_stack(stack_);
   g_guards.fetch_sub(1);
 }
 

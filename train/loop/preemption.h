@@ -18,9 +18,19 @@
 // checkpoint stays the one on disk, since checkpoints are written to a temporary file and
 // renamed. The handlers are installed with SA_RESTART, so a system call the signal
 // interrupts (a socket's read in a collective, a file's write) resumes instead of failing.
+//
+// Note [a signal inside oneDNN's GEMM]
+// The handlers run on an alternate signal stack (SA_ONSTACK; the guard gives the thread that
+// makes it one, unless it has one): oneDNN's JIT sgemm kernels (Debian's libdnnl 2.6.3, and
+// upstream up to its PR 4855) point rsp at a heap workspace while they run, so a signal taken
+// there writes its frame onto the heap ("corrupted size vs. prev_size" at a later free:
+// oneDNN issue 4845). Loom's pool workers, which run that GEMM too, take no
+// asynchronous signals (core/thread_pool.cpp); Linux hands a process-directed signal to the
+// main thread first anyway, which makes the guard in the examples.
 #pragma once
 
 #include <csignal>
+#include <memory>
 
 namespace loom::train {
 
@@ -32,8 +42,10 @@ constexpr int kPreemptedExitCode = 143;
 
 class PreemptionGuard {
  public:
-  PreemptionGuard();   // SIGTERM and SIGUSR1 set the flag from now on
-  ~PreemptionGuard();  // the handlers that were there before
+  // SIGTERM and SIGUSR1 set the flag from now on; this thread gets an alternate signal stack
+  // for them if it has none (Note [a signal inside oneDNN's GEMM]).
+  PreemptionGuard();
+  ~PreemptionGuard();  // the handlers (and the signal stack) that were there before; on the same thread
   PreemptionGuard(const PreemptionGuard&) = delete;
   PreemptionGuard& operator=(const PreemptionGuard&) = delete;
 
@@ -46,6 +58,7 @@ class PreemptionGuard {
 
  private:
   struct sigaction old_term_ {}, old_usr1_ {};
+  std::unique_ptr<char[]> stack_;  // the alternate signal stack this guard set up, if any
 };
 
 // "SIGTERM", "SIGUSR1", or "signal N".
