@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <thread>
+#include <vector>
 
 #include "test_util.h"
 #include "train/loop/preemption.h"
@@ -61,28 +62,53 @@ TEST_CASE("PreemptionGuard: request() without a signal, a new guard starting cle
 }
 
 TEST_CASE("PreemptionGuard: the handlers run on an alternate stack, which goes with the guard", "[train][preemption]") {
-  const auto stack_enabled = [] {
+  const auto current = [] {
     stack_t now {};
-    return ::sigaltstack(nullptr, &now) == 0 && !(now.ss_flags & SS_DISABLE);
+    ::sigaltstack(nullptr, &now);
+    return now;
   };
-  // On a new thread, which has no alternate stack (Catch2 gives the test's thread one).
-  bool before = true, during = false, after = true, on_stack = true;
+  const auto enabled = [](const stack_t& s) { return !(s.ss_flags & SS_DISABLE); };
+  bool before = true, during = false, after = true, on_stack = true, kept_during = false, kept_after = false;
   std::thread([&] {
-    before = stack_enabled();
+    // A new thread has no alternate stack, unless a sanitizer gave it one: set that aside.
+    const stack_t saved = current();
+    stack_t off {};
+    off.ss_flags = SS_DISABLE;
+    ::sigaltstack(&off, nullptr);
+    before = enabled(current());
     {
       train::PreemptionGuard guard;
-      during = stack_enabled();
+      during = enabled(current());
       for (int sig : {SIGTERM, SIGUSR1}) {
         struct sigaction now {};
         on_stack = on_stack && ::sigaction(sig, nullptr, &now) == 0 && (now.sa_flags & SA_ONSTACK) != 0;
       }
     }
-    after = stack_enabled();
+    after = enabled(current());
+    // A thread that has a stack keeps it: the guard neither replaces nor removes it.
+    std::vector<char> own(size_t(64) << 10);
+    stack_t mine {};
+    mine.ss_sp = own.data();
+    mine.ss_size = own.size();
+    ::sigaltstack(&mine, nullptr);
+    {
+      train::PreemptionGuard guard;
+      kept_during = enabled(current()) && current().ss_sp == own.data();
+    }
+    kept_after = enabled(current()) && current().ss_sp == own.data();
+    ::sigaltstack(&off, nullptr);
+    if (enabled(saved)) {
+      stack_t back = saved;
+      back.ss_flags = 0;
+      ::sigaltstack(&back, nullptr);
+    }
   }).join();
   CHECK_FALSE(before);
   CHECK(during);
   CHECK(on_stack);
   CHECK_FALSE(after);
+  CHECK(kept_during);
+  CHECK(kept_after);
 }
 
 TEST_CASE("PreemptionGuard: signals taken inside oneDNN's float32 GEMM leave the heap whole", "[train][preemption]") {
