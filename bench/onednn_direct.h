@@ -15,6 +15,8 @@
 #include <random>
 #include <string>
 
+#include "core/half.h"
+
 extern "C" {
 int omp_get_max_threads(void);
 void omp_set_num_threads(int);
@@ -68,21 +70,15 @@ class OneDnnDirectMatmul {
     omp_set_num_threads(saved);
   }
 
-  // Uniform values in [-1, 1), bfloat16 as the upper half of a float32 (truncated: these are
-  // inputs, not results).
+  // Uniform values in [-1, 1), rounded to bfloat16 where the operands are bfloat16.
   static void fill(dnnl::memory& m, int64_t count, bool bf16) {
     std::mt19937 gen(7);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     void* data = m.get_data_handle();
     for (int64_t i = 0; i < count; ++i) {
       const float v = u(gen);
-      if (bf16) {
-        uint32_t bits;
-        __builtin_memcpy(&bits, &v, sizeof bits);
-        static_cast<uint16_t*>(data)[i] = uint16_t(bits >> 16);
-      } else {
-        static_cast<float*>(data)[i] = v;
-      }
+      if (bf16) static_cast<uint16_t*>(data)[i] = loom::BFloat16(v).bits;
+      else static_cast<float*>(data)[i] = v;
     }
   }
 

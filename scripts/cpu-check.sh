@@ -81,7 +81,7 @@ fi
   "$build/loom-cpu-info"
   [ -n "$python" ] && "$python" -c 'import torch; print("peer: torch", torch.__version__, "threads", torch.get_num_threads())'
 } 2>&1 | tee "$out/machine.txt"
-kernels=$("$build/loom-cpu-info" 2>/dev/null | sed -n 's/.*bfloat16 GEMM kernels this CPU runs: *//p')
+kernels=$(sed -n 's/.*bfloat16 GEMM kernels this CPU runs: *//p' "$out/machine.txt")
 [ -n "$kernels" ] || kernels=float32
 
 # ---- 2. the tests, once per bfloat16 kernel ---------------------------------------------------------
